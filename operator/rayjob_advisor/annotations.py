@@ -1,0 +1,166 @@
+"""The annotation contract of DESIGN §3: parse what users set, render what we write.
+
+Every user annotation is parsed once, at the boundary, into the frozen
+``AdvisorInputs``; its pydantic error text is what users see in the
+``error`` annotation, the Warning Event or the CLI message.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pydantic
+
+PREFIX = "rayjob-advisor.io/"
+
+# Keys set by users.
+WORKLOAD = PREFIX + "workload"
+DEADLINE = PREFIX + "deadline"
+MODE = PREFIX + "mode"
+DATASET_SIZE = PREFIX + "dataset-size"
+EPOCHS = PREFIX + "epochs"
+BATCH_SIZE = PREFIX + "batch-size"
+CONFIDENCE = PREFIX + "confidence"
+SCALE_GROUP = PREFIX + "scale-group"
+
+# Keys written by the advisor.
+PREDICTED_RUNTIME = PREFIX + "predicted-runtime"
+PREDICTED_RUNTIME_SECONDS = PREFIX + "predicted-runtime-seconds"
+PREDICTION = PREFIX + "prediction"
+RECOMMENDATION = PREFIX + "recommendation"
+ORIGINAL_REPLICAS = PREFIX + "original-replicas"
+ACTUAL_RUNTIME_SECONDS = PREFIX + "actual-runtime-seconds"
+PREDICTION_ERROR = PREFIX + "prediction-error"
+ERROR = PREFIX + "error"
+
+_INPUT_FIELDS = {
+    WORKLOAD: "workload",
+    DEADLINE: "deadline",
+    MODE: "mode",
+    DATASET_SIZE: "dataset_size",
+    EPOCHS: "epochs",
+    BATCH_SIZE: "batch_size",
+    CONFIDENCE: "confidence",
+    SCALE_GROUP: "scale_group",
+}
+_FIELD_KEYS = {field: key for key, field in _INPUT_FIELDS.items()}
+
+_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+
+
+class Deadline(pydantic.BaseModel):
+    """An absolute time, or a duration counted from the RayJob's creation."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    at: dt.datetime | None = None
+    after: dt.timedelta | None = None
+
+    def resolve(self, created: dt.datetime) -> dt.datetime:
+        """The absolute deadline of a RayJob created at ``created``."""
+        return self.at if self.at is not None else created + self.after  # type: ignore[operator]
+
+
+def parse_deadline(text: str) -> Deadline:
+    """``2026-12-02T18:00:00Z`` (RFC 3339, with offset) or ``90m`` / ``2h30m`` / ``45s``."""
+    text = text.strip()
+    match = _DURATION.match(text)
+    if match and any(match.groupdict().values()):
+        parts = {k: int(v or 0) for k, v in match.groupdict().items()}
+        after = dt.timedelta(hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
+        if after <= dt.timedelta(0):
+            raise ValueError("a deadline duration must be positive")
+        return Deadline(after=after)
+    try:
+        at = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither an RFC 3339 time (2026-12-02T18:00:00Z) nor a duration (90m, 2h30m)"
+        ) from None
+    if at.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone offset; RFC 3339 needs one (e.g. 'Z' or '+01:00')")
+    return Deadline(at=at)
+
+
+class AdvisorInputs(pydantic.BaseModel):
+    """What a user asked of the advisor on one RayJob."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    workload: str | None = None
+    deadline: Deadline | None = None
+    mode: Literal["off", "recommend", "enforce"] = "recommend"
+    dataset_size: pydantic.PositiveInt | None = None
+    epochs: pydantic.PositiveInt | None = None
+    batch_size: pydantic.PositiveInt | None = None
+    confidence: float = pydantic.Field(default=0.9, gt=0.0, lt=1.0)
+    scale_group: str | None = None
+
+    @pydantic.field_validator("deadline", mode="before")
+    @classmethod
+    def _parse_deadline(cls, value: Any) -> Any:
+        return parse_deadline(value) if isinstance(value, str) else value
+
+    @pydantic.field_validator("workload", "scale_group", mode="before")
+    @classmethod
+    def _strip(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+            if not value:
+                raise ValueError("must not be empty")
+        return value
+
+
+class AnnotationError(ValueError):
+    """User annotations that cannot be parsed; the message names each key."""
+
+
+def parse_inputs(
+    annotations: Mapping[str, str] | None,
+    labels: Mapping[str, str] | None = None,
+    namespace_labels: Mapping[str, str] | None = None,
+) -> AdvisorInputs:
+    """Parse the advisor's annotations of a RayJob.
+
+    ``workload`` may also be a label and ``mode`` a namespace label; the
+    RayJob's own annotation wins over both.
+    """
+    raw: dict[str, str] = {}
+    if namespace_labels and MODE in namespace_labels:
+        raw["mode"] = namespace_labels[MODE]
+    if labels and WORKLOAD in labels:
+        raw["workload"] = labels[WORKLOAD]
+    for key, value in (annotations or {}).items():
+        if key in _INPUT_FIELDS:
+            raw[_INPUT_FIELDS[key]] = value
+    try:
+        return AdvisorInputs.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        messages = []
+        for error in exc.errors(include_url=False):
+            field = str(error["loc"][0]) if error["loc"] else ""
+            key = _FIELD_KEYS.get(field, field)
+            messages.append(f"{key}={raw.get(field)!r}: {error['msg']}")
+        raise AnnotationError("; ".join(messages)) from None
+
+
+def format_duration(seconds: float) -> str:
+    """Human form used in ``predicted-runtime``: ``17m32s``, ``2h05m``, ``45s``."""
+    total = max(0, math.ceil(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def compact_json(value: Mapping[str, Any]) -> str:
+    """The JSON form of annotation values: no spaces, stable key order."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)

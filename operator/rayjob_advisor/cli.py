@@ -1,0 +1,194 @@
+"""The ``rayjob-advisor`` command line (DESIGN §8)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from rayjob_advisor import annotations, features, prediction, profiles
+from rayjob_advisor.models import evaluation
+from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.observations import Observation, ObservationsError, read_observations
+
+
+class CliError(Exception):
+    """A problem the user can fix; printed without a traceback, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (
+        CliError,
+        ObservationsError,
+        annotations.AnnotationError,
+        features.UnpredictableJob,
+        profiles.UnknownWorkload,
+        evaluation.NotEnoughData,
+        OSError,
+        yaml.YAMLError,
+    ) as exc:
+        print(f"rayjob-advisor: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rayjob-advisor", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def data_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--data", required=True, type=pathlib.Path, help="observations CSV to fit on")
+        command.add_argument("--workload", help="use only this workload's runs when the CSV holds several")
+        command.add_argument(
+            "--skip-bad-rows", action="store_true", help="report bad CSV rows on stderr and go on without them"
+        )
+        command.add_argument("--format", choices=("table", "json"), default="table")
+
+    evaluate = commands.add_parser("evaluate", help="score every candidate model on every split")
+    data_options(evaluate)
+    evaluate.add_argument("--test", type=pathlib.Path, help="fit on all of --data and score on this CSV instead")
+    evaluate.set_defaults(handler=_evaluate)
+
+    fit = commands.add_parser("fit", help="select and fit the model of a profile")
+    data_options(fit)
+    fit.set_defaults(handler=_fit)
+
+    predict = commands.add_parser("predict", help="predict a RayJob's runtime, with a what-if table")
+    predict.add_argument("-f", "--filename", required=True, type=pathlib.Path, help="RayJob manifest (YAML)")
+    data_options(predict)
+    predict.add_argument("--confidence", type=float, help="upper-bound confidence (default: the RayJob's, else 0.9)")
+    predict.set_defaults(handler=_predict)
+    return parser
+
+
+def _load(args: argparse.Namespace, path: pathlib.Path, workload: str | None) -> list[Observation]:
+    observations, problems = read_observations(path, skip_bad_rows=args.skip_bad_rows)
+    for problem in problems:
+        print(f"rayjob-advisor: warning: skipped {problem}", file=sys.stderr)
+    chosen = profiles.observations_for_workload(observations, workload)
+    if not chosen:
+        raise CliError(f"{path}: no usable observations")
+    return chosen
+
+
+def _emit(args: argparse.Namespace, document: dict[str, Any], table: str) -> None:
+    print(json.dumps(document, indent=2) if args.format == "json" else table)
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    observations = _load(args, args.data, args.workload)
+    test = _load(args, args.test, args.workload) if args.test else None
+    result = evaluation.evaluate(observations, test=test)
+    _emit(args, result.to_json(), _evaluation_table(result))
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _evaluation_table(result: evaluation.Evaluation) -> str:
+    header = f"{'split':<20} {'model':<18} {'MAPE':>7} {'p90 APE':>8} {'under':>7} {'cover@0.9':>9} {'n':>5}"
+    lines = [header, "-" * len(header)]
+    for split, models in result.splits.items():
+        for name, s in models.items():
+            mark = " *" if name == result.selected else ""
+            lines.append(
+                f"{split:<20} {name:<18} {_percent(s.mape):>7} {_percent(s.p90_ape):>8} "
+                f"{_percent(s.underprediction_rate):>7} {_percent(s.coverage):>9} {s.n_test:>5}{mark}"
+            )
+    lines += [f"skipped {split}: {why}" for split, why in result.skipped.items()]
+    lines.append(f"selected: {result.selected} (lowest MAPE averaged over the cross-validation splits; marked *)")
+    return "\n".join(lines)
+
+
+def _fit(args: argparse.Namespace) -> None:
+    observations = _load(args, args.data, args.workload)
+    started = time.perf_counter()
+    model = RuntimeModel().fit(observations)
+    seconds = time.perf_counter() - started
+    per_split = {split: scores[model.selected_].mape for split, scores in model.evaluation_.splits.items()}
+    document = {
+        "selected": model.selected_,
+        "cv_mape": model.cv_mape_,
+        "split_mape": per_split,
+        "n_samples": model.n_samples_,
+        "fit_seconds": round(seconds, 3),
+    }
+    table = "\n".join(
+        [f"selected model: {model.selected_}", f"cross-validated MAPE: {_percent(model.cv_mape_)} (mean over splits)"]
+        + [f"  {split:<20} {_percent(mape)}" for split, mape in per_split.items()]
+        + [f"samples: {model.n_samples_}", f"fitted in {seconds:.1f}s"]
+    )
+    _emit(args, document, table)
+
+
+def _read_rayjob(path: pathlib.Path) -> dict[str, Any]:
+    """The one RayJob of a (possibly multi-document) manifest file."""
+    with path.open(encoding="utf-8") as stream:
+        documents = [d for d in yaml.safe_load_all(stream) if isinstance(d, dict)]
+    rayjobs = [d for d in documents if d.get("kind") == "RayJob"]
+    if len(rayjobs) != 1:
+        raise CliError(f"{path}: expected exactly one RayJob document, found {len(rayjobs)}")
+    return rayjobs[0]
+
+
+def _predict(args: argparse.Namespace) -> None:
+    rayjob = _read_rayjob(args.filename)
+    metadata = rayjob.get("metadata") or {}
+    inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
+    job = features.features_from_rayjob(rayjob, inputs)
+    confidence = args.confidence if args.confidence is not None else inputs.confidence
+    observations = _load(args, args.data, job.workload or args.workload)
+    model = RuntimeModel().fit(observations)
+    profile = job.workload or args.workload or args.data.stem
+    result = prediction.predict(job, model, profile, confidence)
+    table = prediction.what_if(job, model, confidence)
+    document = {
+        "rayjob": {"namespace": metadata.get("namespace", "default"), "name": metadata.get("name")},
+        "features": job.model_dump(mode="json"),
+        "prediction": result.model_dump(mode="json"),
+        "what_if": [row.model_dump() for row in table],
+        "annotations": result.annotations(),
+    }
+    _emit(args, document, _prediction_table(job, model, result, table))
+
+
+def _prediction_table(
+    job: features.Features, model: RuntimeModel, result: prediction.Prediction, rows: list[prediction.WhatIf]
+) -> str:
+    group = job.scale_group
+    where = f"group {group.name!r}: {group.replicas} replicas x {group.num_of_hosts} host(s)" if group else "head pod"
+    used = ", ".join(f"{k}={v}" for k, v in result.features.items())
+    lines = [
+        f"profile: {result.profile} ({model.n_samples_} runs; model {model.selected_}, "
+        f"cross-validated MAPE {_percent(model.cv_mape_)})",
+        f"features: {used} ({where})",
+        f"predicted runtime: {annotations.format_duration(result.p50)} (median), "
+        f"{annotations.format_duration(result.upper)} (upper bound at {result.confidence:g})",
+    ]
+    if result.assumed:
+        assumed = ", ".join(f"{k}={v:g}" for k, v in result.assumed.items())
+        lines.append(f"assumed: {assumed} (the profile has no runs with the job's value)")
+    if job.resize_blocker:
+        lines.append(f"not resizable: {job.resize_blocker}")
+    lines += ["", f"what if ({where.split(':')[0]}):", f"{'replicas':>8} {'workers':>8} {'median':>10} {'upper':>10}"]
+    for row in rows:
+        lines.append(
+            f"{row.replicas:>8} {row.workers:>8} {annotations.format_duration(row.p50):>10} "
+            f"{annotations.format_duration(row.upper):>10}"
+        )
+    lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in result.annotations().items()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Runtime models: candidate estimators, evaluation splits, calibration, selection."""

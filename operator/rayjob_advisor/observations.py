@@ -1,0 +1,158 @@
+"""One measured training run, and the CSV files that hold many of them.
+
+The CSV is the exchange format between the profiling harness, the operator's
+history of finished jobs and the model engine, so its header is user-facing:
+the column names in ``CSV_COLUMNS`` are fixed. Only ``dataset_size``,
+``workers`` and ``execution_seconds`` are required; an empty cell means
+"unknown" and the model engine applies the defaults documented on
+``Observation``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import pathlib
+from collections.abc import Iterable, Sequence
+
+import pydantic
+
+CSV_COLUMNS: tuple[str, ...] = (
+    "workload",
+    "dataset_size",
+    "epochs",
+    "batch_size",
+    "workers",
+    "cpus_per_worker",
+    "gpus_per_worker",
+    "nodes",
+    "execution_seconds",
+    "startup_seconds",
+    "source",
+)
+REQUIRED_COLUMNS: frozenset[str] = frozenset({"dataset_size", "workers", "execution_seconds"})
+
+
+class Observation(pydantic.BaseModel):
+    """One run. Unknown (``None``) fields get the defaults below when modelled.
+
+    - ``epochs``: 1 — the run is one pass over ``dataset_size`` samples.
+    - ``batch_size`` (global): the same per-worker batch in every run of the
+      profile, i.e. steps scale as samples / workers.
+    - ``cpus_per_worker``: 1; ``gpus_per_worker``: 0.
+    - ``nodes``: 1 — all workers on one machine.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    workload: str | None = None
+    dataset_size: pydantic.PositiveInt
+    epochs: pydantic.PositiveInt | None = None
+    batch_size: pydantic.PositiveInt | None = None
+    workers: pydantic.PositiveInt
+    cpus_per_worker: pydantic.PositiveFloat | None = None
+    gpus_per_worker: pydantic.NonNegativeFloat | None = None
+    nodes: pydantic.PositiveInt | None = None
+    execution_seconds: pydantic.PositiveFloat
+    startup_seconds: pydantic.NonNegativeFloat | None = None
+    source: str | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _nodes_within_workers(self) -> Observation:
+        if self.nodes is not None and self.nodes > self.workers:
+            raise ValueError(f"nodes ({self.nodes}) cannot exceed workers ({self.workers})")
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class RowProblem:
+    """Why one CSV row was rejected, located precisely enough to fix it."""
+
+    file: str
+    line: int
+    column: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        return f"{where}: column {self.column!r}: {self.reason}" if self.column else f"{where}: {self.reason}"
+
+
+class ObservationsError(ValueError):
+    """A CSV file that cannot be used as it is; lists every problem found."""
+
+    def __init__(self, problems: Sequence[RowProblem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def read_observations(path: str | pathlib.Path, *, skip_bad_rows: bool = False) -> tuple[list[Observation], list[RowProblem]]:
+    """Parse a CSV of observations.
+
+    A bad header always raises. Bad rows raise too unless ``skip_bad_rows``,
+    in which case they are returned as problems for the caller to report —
+    never dropped silently.
+    """
+    path = pathlib.Path(path)
+    name = str(path)
+    with path.open(newline="", encoding="utf-8") as stream:
+        reader = csv.reader(stream)
+        header = next(reader, None)
+        if header is None:
+            raise ObservationsError([RowProblem(name, 1, None, "the file is empty; expected a header row")])
+        header = [h.strip() for h in header]
+        _check_header(name, header)
+        observations: list[Observation] = []
+        problems: list[RowProblem] = []
+        for cells in reader:
+            line = reader.line_num
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) != len(header):
+                problems.append(RowProblem(name, line, None, f"expected {len(header)} cells, found {len(cells)}"))
+                continue
+            raw = {column: (cell.strip() or None) for column, cell in zip(header, cells)}
+            try:
+                observations.append(Observation.model_validate(raw))
+            except pydantic.ValidationError as exc:
+                problems.extend(_row_problems(name, line, exc))
+    if problems and not skip_bad_rows:
+        raise ObservationsError(problems)
+    return observations, problems
+
+
+def _check_header(name: str, header: list[str]) -> None:
+    problems = [RowProblem(name, 1, column, "unknown column") for column in header if column not in CSV_COLUMNS]
+    problems += [
+        RowProblem(name, 1, column, "required column is missing")
+        for column in sorted(REQUIRED_COLUMNS - set(header))
+    ]
+    duplicated = {column for column in header if header.count(column) > 1}
+    problems += [RowProblem(name, 1, column, "column appears twice") for column in sorted(duplicated)]
+    if problems:
+        raise ObservationsError(problems)
+
+
+def _row_problems(name: str, line: int, exc: pydantic.ValidationError) -> list[RowProblem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        column = str(error["loc"][0]) if error["loc"] else None
+        problems.append(RowProblem(name, line, column, error["msg"]))
+    return problems
+
+
+def write_observations(path: str | pathlib.Path, observations: Iterable[Observation]) -> None:
+    """Write observations with the full header; unknown values as empty cells."""
+    with pathlib.Path(path).open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(CSV_COLUMNS)
+        for observation in observations:
+            values = observation.model_dump()
+            writer.writerow(["" if values[c] is None else _cell(values[c]) for c in CSV_COLUMNS])
+
+
+def _cell(value: object) -> str:
+    """Shortest faithful text: integers without a trailing ``.0``."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,0 +1,117 @@
+"""A RayJob's features + a fitted runtime model -> its prediction and a what-if table."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import pydantic
+
+from rayjob_advisor import annotations
+from rayjob_advisor.features import Features, UnpredictableJob
+from rayjob_advisor.models.runtime import RuntimeModel
+
+WHAT_IF_ROWS = 16
+
+
+class Prediction(pydantic.BaseModel):
+    """What the ``prediction`` annotation holds.
+
+    ``assumed``: features the profile never varied, predicted at the
+    profile's value rather than the job's (e.g. ``cpus_per_worker``).
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    model: str
+    profile: str
+    p50: float
+    upper: float
+    confidence: float
+    features: dict[str, Any]
+    assumed: dict[str, float]
+    time: dt.datetime
+
+    def annotations(self) -> dict[str, str]:
+        """The annotations the advisor writes for this prediction (DESIGN §3)."""
+        return {
+            annotations.PREDICTED_RUNTIME: annotations.format_duration(self.p50),
+            annotations.PREDICTED_RUNTIME_SECONDS: f"{self.p50:.1f}",
+            annotations.PREDICTION: annotations.compact_json(self.model_dump(mode="json")),
+        }
+
+
+class WhatIf(pydantic.BaseModel):
+    """The predicted runtime of the job with its scaled group at ``replicas``."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    replicas: int
+    workers: int
+    p50: float
+    upper: float
+
+
+def require_predictable(features: Features) -> None:
+    """Raise with the missing input a user must add before anything can be predicted."""
+    if features.dataset_size is None:
+        raise UnpredictableJob(
+            f"annotation {annotations.DATASET_SIZE} is missing: the number of training samples is needed to predict"
+        )
+
+
+def predict(
+    features: Features, model: RuntimeModel, profile: str, confidence: float, now: dt.datetime | None = None
+) -> Prediction:
+    """The median and upper-bound execution time of the job as submitted."""
+    require_predictable(features)
+    p50 = float(model.predict([features])[0])
+    upper = float(model.predict_upper([features], confidence)[0])
+    used = features.model_dump(
+        include={"dataset_size", "epochs", "batch_size", "workers", "cpus_per_worker", "gpus_per_worker"}
+    )
+    return Prediction(
+        model=model.selected_,
+        profile=profile,
+        p50=round(p50, 3),
+        upper=round(upper, 3),
+        confidence=confidence,
+        features=used,
+        assumed=model.assumptions(features),
+        time=now or dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+    )
+
+
+def what_if_replicas(features: Features) -> list[int]:
+    """Replica counts to tabulate: all of ``[min, max]`` when few, else a geometric sample.
+
+    An unbounded ``maxReplicas`` (the CRD default) is capped at 4x the
+    current size so the table stays meaningful.
+    """
+    low, high = features.replica_range()
+    current = features.scale_group.replicas if features.scale_group else 1
+    high = min(high, max(4 * current, low + WHAT_IF_ROWS - 1))
+    if high - low + 1 <= WHAT_IF_ROWS:
+        return list(range(low, high + 1))
+    sample = np.geomspace(low, high, WHAT_IF_ROWS)
+    return sorted({low, high, current} | {int(round(x)) for x in sample})
+
+
+def what_if(features: Features, model: RuntimeModel, confidence: float) -> list[WhatIf]:
+    """Predicted runtimes over the scaled group's replica range (one row when it cannot be resized)."""
+    require_predictable(features)
+    variants = (
+        [features.with_replicas(r) for r in what_if_replicas(features)] if features.scale_group else [features]
+    )
+    p50 = model.predict(variants)
+    upper = model.predict_upper(variants, confidence)
+    return [
+        WhatIf(
+            replicas=v.scale_group.replicas if v.scale_group else 1,
+            workers=v.workers,
+            p50=round(float(p), 3),
+            upper=round(float(u), 3),
+        )
+        for v, p, u in zip(variants, p50, upper, strict=True)
+    ]
