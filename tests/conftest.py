@@ -116,14 +116,14 @@ def sync_sgd_time(size: int, workers: int, batch: int, nodes: int) -> float:
     return 3.0 + steps * (compute + sync)
 
 
-def synthetic_observations(noise: float = 0.03, seed: int = 0, repeats: int = 2) -> list[Observation]:
-    """A profile over 1-8 workers, 4 dataset sizes and 2 batch sizes, with multiplicative noise."""
+def synthetic_observations(noise: float = 0.03, seed: int = 0, repeats: int = 1) -> list[Observation]:
+    """A profile over 1-16 workers packed 4 to a node, 4 dataset sizes, 2 batch sizes, with noise."""
     rng = np.random.default_rng(seed)
     runs = []
-    for workers in (1, 2, 3, 4, 6, 8):
+    for workers in (1, 2, 3, 4, 6, 8, 12, 16):
         for size in (2000, 4000, 8000, 16000):
             for batch in (64, 128):
-                nodes = 1 if workers <= 4 else 2
+                nodes = math.ceil(workers / 4)
                 for _ in range(repeats):
                     seconds = sync_sgd_time(size, workers, batch, nodes) * float(np.exp(rng.normal(0, noise)))
                     runs.append(

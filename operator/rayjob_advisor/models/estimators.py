@@ -102,7 +102,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
     points (deterministic).
     """
 
-    _GAMMA_STARTS = (1.0, 2.0, 4.0)
+    _GAMMA_STARTS = (1.0, 3.0)
 
     @staticmethod
     def _columns(X: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -136,7 +136,16 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             if best is None or fitted.cost < best.cost:
                 best = fitted
         self.theta_ = best.x
+        self._tie_unmeasured_sync(workers=X[:, WORKERS], nodes=X[:, NODES])
         return self
+
+    def _tie_unmeasured_sync(self, workers: np.ndarray, nodes: np.ndarray) -> None:
+        """Without multi-node (or single-node) multi-worker runs, assume the other case syncs alike."""
+        synced = workers > 1
+        if not np.any(synced & (nodes > 1)):
+            self.theta_[6:8] = self.theta_[4:6]
+        elif not np.any(synced & (nodes == 1)):
+            self.theta_[4:6] = self.theta_[6:8]
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return np.maximum(self._time(self.theta_, X), _TINY)
@@ -204,7 +213,7 @@ class _PerSampleLog(RegressorMixin, BaseEstimator):
 class GradientBoosting(_PerSampleLog):
     """A tree ensemble: strong in interpolation, flat outside what it has seen."""
 
-    def __init__(self, n_estimators: int = 150, max_depth: int = 3, learning_rate: float = 0.1) -> None:
+    def __init__(self, n_estimators: int = 100, max_depth: int = 3, learning_rate: float = 0.15) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.learning_rate = learning_rate

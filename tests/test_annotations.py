@@ -1,0 +1,87 @@
+"""Parsing the §3 input annotations into a frozen model; errors name the annotation key."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pydantic
+import pytest
+
+from rayjob_advisor import annotations as ann
+
+
+def test_all_inputs_parse():
+    inputs = ann.parse_inputs(
+        {
+            ann.WORKLOAD: "digits",
+            ann.DEADLINE: "2h30m",
+            ann.MODE: "enforce",
+            ann.DATASET_SIZE: "60000",
+            ann.EPOCHS: "3",
+            ann.BATCH_SIZE: "256",
+            ann.CONFIDENCE: "0.95",
+            ann.SCALE_GROUP: "gpu",
+            "unrelated.io/key": "kept out",
+        }
+    )
+    assert (inputs.workload, inputs.mode, inputs.dataset_size, inputs.epochs) == ("digits", "enforce", 60000, 3)
+    assert (inputs.batch_size, inputs.confidence, inputs.scale_group) == (256, 0.95, "gpu")
+    assert inputs.deadline.after == dt.timedelta(hours=2, minutes=30)
+    with pytest.raises(pydantic.ValidationError):
+        inputs.mode = "off"  # frozen
+
+
+def test_defaults_and_where_workload_and_mode_may_come_from():
+    inputs = ann.parse_inputs(None, labels={ann.WORKLOAD: "mlp"}, namespace_labels={ann.MODE: "off"})
+    assert (inputs.workload, inputs.mode, inputs.confidence, inputs.deadline) == ("mlp", "off", 0.9, None)
+    annotated = ann.parse_inputs({ann.MODE: "enforce"}, namespace_labels={ann.MODE: "off"})
+    assert annotated.mode == "enforce"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90m", dt.timedelta(minutes=90)),
+        ("45s", dt.timedelta(seconds=45)),
+        ("1h", dt.timedelta(hours=1)),
+        ("2h30m", dt.timedelta(hours=2, minutes=30)),
+    ],
+)
+def test_duration_deadlines_count_from_creation(text, expected):
+    created = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
+    assert ann.parse_deadline(text).resolve(created) == created + expected
+
+
+def test_rfc3339_deadlines():
+    at = ann.parse_deadline("2026-12-02T18:00:00Z").resolve(dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
+    assert at == dt.datetime(2026, 12, 2, 18, tzinfo=dt.timezone.utc)
+    assert ann.parse_deadline("2026-12-02T18:00:00+01:00").at.utcoffset() == dt.timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({ann.DATASET_SIZE: "lots"}, "rayjob-advisor.io/dataset-size='lots': Input should be a valid integer"),
+        ({ann.EPOCHS: "0"}, "rayjob-advisor.io/epochs='0': Input should be greater than 0"),
+        ({ann.MODE: "always"}, "rayjob-advisor.io/mode='always': Input should be 'off', 'recommend' or 'enforce'"),
+        ({ann.CONFIDENCE: "1.5"}, "rayjob-advisor.io/confidence='1.5': Input should be less than 1"),
+        ({ann.DEADLINE: "tomorrow"}, "neither an RFC 3339 time"),
+        ({ann.DEADLINE: "2026-12-02T18:00:00"}, "has no time zone offset"),
+        ({ann.DEADLINE: "0m"}, "must be positive"),
+        ({ann.WORKLOAD: "  "}, "rayjob-advisor.io/workload='  ': Value error, must not be empty"),
+    ],
+)
+def test_bad_annotations_name_the_key_and_the_reason(annotations, message):
+    with pytest.raises(ann.AnnotationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ann.parse_inputs(annotations)
+
+
+def test_several_bad_annotations_are_all_reported():
+    with pytest.raises(ann.AnnotationError) as raised:
+        ann.parse_inputs({ann.EPOCHS: "x", ann.BATCH_SIZE: "-3"})
+    assert "epochs" in str(raised.value) and "batch-size" in str(raised.value)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (45.2, "46s"), (1052, "17m32s"), (7500, "2h05m")])
+def test_duration_format(seconds, text):
+    assert ann.format_duration(seconds) == text

@@ -1,0 +1,127 @@
+"""The evaluate / fit / predict verbs, their JSON shapes and their error messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import make_rayjob, synthetic_observations, worker_group
+from rayjob_advisor import annotations as ann
+from rayjob_advisor.cli import main
+from rayjob_advisor.models.estimators import CANDIDATES
+from rayjob_advisor.observations import write_observations
+
+SPLITS = {"interpolate-workers", "extrapolate-workers", "interpolate-size", "extrapolate-size", "kfold"}
+
+
+@pytest.fixture(scope="module")
+def profile_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profile") / "runs.csv"
+    write_observations(path, synthetic_observations())
+    return path
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_evaluate_json_has_the_documented_shape(capsys, profile_csv):
+    status, out, _ = run(capsys, "evaluate", "--data", profile_csv, "--format", "json")
+    assert status == 0
+    document = json.loads(out)
+    assert set(document["splits"]) == SPLITS
+    assert set(document["splits"]["extrapolate-workers"]) == set(CANDIDATES)
+    assert document["selected"] in CANDIDATES
+
+
+def test_evaluate_against_a_test_file(capsys, profile_csv, tmp_path):
+    other = tmp_path / "new-runs.csv"
+    write_observations(other, synthetic_observations(seed=9))
+    status, out, _ = run(capsys, "evaluate", "--data", profile_csv, "--test", other, "--format", "json")
+    document = json.loads(out)
+    assert status == 0 and list(document["splits"]) == ["test"]
+    assert document["splits"]["test"]["ernest"]["n_test"] == 64
+
+
+def test_evaluate_table_marks_the_selected_model(capsys, profile_csv):
+    status, out, _ = run(capsys, "evaluate", "--data", profile_csv)
+    assert status == 0
+    selected = out.strip().splitlines()[-1].split()[1]
+    assert any(line.split()[1] == selected and line.endswith("*") for line in out.splitlines()[2:-1])
+
+
+def test_fit_reports_the_selected_model(capsys, profile_csv):
+    status, out, _ = run(capsys, "fit", "--data", profile_csv, "--format", "json")
+    document = json.loads(out)
+    assert status == 0 and document["selected"] in CANDIDATES and document["n_samples"] == 64
+    assert set(document["split_mape"]) == SPLITS and 0 < document["cv_mape"] < 0.5
+
+
+def write_rayjob(tmp_path, rayjob) -> str:
+    path = tmp_path / "rayjob.yaml"
+    path.write_text(yaml.safe_dump_all([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "code"}}, rayjob]))
+    return str(path)
+
+
+def test_predict_gives_the_prediction_what_if_table_and_annotations(capsys, profile_csv, tmp_path):
+    rayjob = make_rayjob(
+        annotations={ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.WORKLOAD: "synthetic"},
+        groups=[worker_group(replicas=4, minReplicas=1, maxReplicas=8)],
+    )
+    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv, "--format", "json")
+    assert status == 0
+    document = json.loads(out)
+    prediction = document["prediction"]
+    assert prediction["features"]["workers"] == 4 and prediction["profile"] == "synthetic"
+    assert 0 < prediction["p50"] <= prediction["upper"]
+    assert [row["replicas"] for row in document["what_if"]] == list(range(1, 9))
+    assert json.loads(document["annotations"][ann.PREDICTION]) == prediction
+    assert float(document["annotations"][ann.PREDICTED_RUNTIME_SECONDS]) == pytest.approx(prediction["p50"], abs=0.05)
+
+    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv)
+    assert status == 0
+    assert "predicted runtime:" in out and "what if" in out and ann.PREDICTED_RUNTIME in out
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({}, "annotation rayjob-advisor.io/dataset-size is missing"),
+        ({ann.DATASET_SIZE: "many"}, "rayjob-advisor.io/dataset-size='many': Input should be a valid integer"),
+        ({ann.DATASET_SIZE: "10", ann.WORKLOAD: "bert"}, "no profile for workload 'bert'; known workloads: synthetic"),
+    ],
+)
+def test_predict_errors_are_one_clear_line(capsys, profile_csv, tmp_path, annotations, message):
+    path = write_rayjob(tmp_path, make_rayjob(annotations=annotations))
+    status, out, err = run(capsys, "predict", "-f", path, "--data", profile_csv)
+    assert status == 2 and out == ""
+    assert err.startswith("rayjob-advisor: error: ") and message in err
+
+
+def test_bad_csv_rows_stop_the_command_unless_skipped(capsys, tmp_path, profile_csv):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(profile_csv.read_text() + "synthetic,oops,1,64,2,1,0,1,10,,x\n")
+    status, _, err = run(capsys, "fit", "--data", bad)
+    assert status == 2 and f"{bad}:66: column 'dataset_size'" in err
+    status, _, err = run(capsys, "fit", "--data", bad, "--skip-bad-rows")
+    assert status == 0 and f"warning: skipped {bad}:66" in err
+
+
+def test_missing_files_and_non_rayjob_manifests(capsys, tmp_path, profile_csv):
+    status, _, err = run(capsys, "evaluate", "--data", tmp_path / "absent.csv")
+    assert status == 2 and "No such file" in err
+    path = tmp_path / "cm.yaml"
+    path.write_text("kind: ConfigMap\n")
+    status, _, err = run(capsys, "predict", "-f", path, "--data", profile_csv)
+    assert status == 2 and "expected exactly one RayJob document, found 0" in err
+
+
+def test_console_script_is_installed():
+    result = subprocess.run([sys.executable, "-m", "rayjob_advisor.cli", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "evaluate" in result.stdout and "predict" in result.stdout

@@ -1,0 +1,134 @@
+"""Candidate estimators, calibration, evaluation and selection."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.utils.validation import check_is_fitted
+
+from conftest import synthetic_observations
+from rayjob_advisor.features import Features
+from rayjob_advisor.models import calibration, evaluation
+from rayjob_advisor.models.estimators import CANDIDATES, Ernest
+from rayjob_advisor.models.runtime import RuntimeModel
+
+
+@pytest.fixture(scope="module")
+def noiseless():
+    return evaluation.Runs.from_observations(synthetic_observations(noise=0.0, repeats=1))
+
+
+@pytest.fixture(scope="module")
+def evaluated():
+    return evaluation.evaluate(synthetic_observations(noise=0.05))
+
+
+@pytest.mark.parametrize("name", list(CANDIDATES))
+def test_candidates_are_sklearn_estimators(name, noiseless):
+    estimator = CANDIDATES[name]()
+    assert estimator.fit(noiseless.X, noiseless.y) is estimator
+    check_is_fitted(estimator)
+    predicted = estimator.predict(noiseless.X)
+    assert predicted.shape == noiseless.y.shape and np.all(predicted > 0)
+    mape = np.mean(np.abs(predicted / noiseless.y - 1))
+    assert mape < 0.35, f"{name} does not even fit its training data: {mape:.3f}"
+
+
+def test_ernest_is_nnls_on_its_four_terms():
+    X = np.array([[100.0, 1, w, w, 1, 0, 1] for w in (1, 2, 4, 8, 16)])
+    y = 2.0 + 3.0 * X[:, 0] / X[:, 2] + 0.5 * np.log(X[:, 2]) + 0.25 * X[:, 2]
+    model = Ernest().fit(X, y)
+    assert model.coef_ == pytest.approx([2.0, 3.0, 0.5, 0.25], rel=1e-6)
+    assert np.all(Ernest().fit(X, 1000.0 - 10 * X[:, 2]).coef_ >= 0)
+
+
+def test_structured_models_extrapolate_to_more_workers_and_ernest_cannot(noiseless):
+    train = noiseless.workers <= 8
+    test = ~train
+    errors = {}
+    for name in ("ernest", "sync-sgd", "dataparallel"):
+        model = CANDIDATES[name]().fit(noiseless.X[train], noiseless.y[train])
+        errors[name] = np.mean(np.abs(model.predict(noiseless.X[test]) / noiseless.y[test] - 1))
+    assert errors["sync-sgd"] < 0.02
+    assert errors["dataparallel"] < 0.5 * errors["ernest"]
+
+
+def test_evaluation_covers_every_split_and_candidate(evaluated):
+    document = evaluated.to_json()
+    assert set(document["splits"]) == {"interpolate-workers", "extrapolate-workers", "interpolate-size", "extrapolate-size", "kfold"}
+    for split in document["splits"].values():
+        assert set(split) == set(CANDIDATES)
+        for scores in split.values():
+            assert set(scores) == {"mape", "p90_ape", "underprediction_rate", "coverage", "n_test"}
+            assert 0 <= scores["underprediction_rate"] <= 1 and 0 <= scores["coverage"] <= 1
+    assert document["splits"]["kfold"]["ernest"]["n_test"] == 64
+    assert document["selected"] in CANDIDATES
+
+
+def test_selection_is_the_lowest_mean_mape(evaluated):
+    means = {name: evaluation.mean_mape(evaluated.splits, name) for name in CANDIDATES}
+    assert evaluated.selected == min(means, key=means.get)
+    assert means[evaluated.selected] < means["ernest"]
+
+
+def test_selection_breaks_ties_by_candidate_order():
+    tie = evaluation.Scores(mape=0.1, p90_ape=0.2, underprediction_rate=0.5, coverage=0.9, n_test=3)
+    assert evaluation.select({"kfold": {"b": tie, "a": tie}}, ["b", "a"]) == "b"
+
+
+def test_evaluation_is_deterministic():
+    observations = synthetic_observations(noise=0.05, seed=3)
+    first = json.dumps(evaluation.evaluate(observations).to_json(), sort_keys=True)
+    assert json.dumps(evaluation.evaluate(observations).to_json(), sort_keys=True) == first
+
+
+def test_upper_bound_covers_about_the_confidence_on_new_runs():
+    train = synthetic_observations(noise=0.1, seed=1, repeats=2)
+    test = synthetic_observations(noise=0.1, seed=2, repeats=2)
+    result = evaluation.evaluate(train, test=test)
+    coverage = result.splits["test"][result.selected].coverage
+    assert 0.84 <= coverage <= 0.99
+
+
+def test_conformal_margin_is_the_finite_sample_quantile():
+    residuals = np.arange(1, 20, dtype=float) / 100  # 0.01 ... 0.19, n = 19
+    assert calibration.relative_margin(residuals, 0.9) == pytest.approx(0.18)  # ceil(20 * 0.9) = 18th
+    assert calibration.relative_margin(residuals, 0.99) == pytest.approx(0.19)  # capped at the largest
+    assert calibration.relative_margin(-residuals, 0.9) == 0.0  # never below the median prediction
+    assert calibration.upper_bound(np.array([100.0]), residuals, 0.9)[0] == pytest.approx(118.0)
+
+
+def features(workers: int, cpus: float = 1.0, size: int = 8000) -> Features:
+    return Features(
+        workload=None, dataset_size=size, epochs=1, batch_size=128, workers=workers,
+        cpus_per_worker=cpus, gpus_per_worker=0, memory_bytes_per_worker=None, scale_group=None,
+    )
+
+
+def test_runtime_model_fits_predicts_and_states_its_assumptions(synthetic):
+    model = RuntimeModel().fit(synthetic)
+    assert model.selected_ in CANDIDATES and model.n_samples_ == len(synthetic)
+    assert model.workers_per_node_ == 4  # the synthetic profile runs 1-4 workers on one node
+    assert set(model.fixed_columns_) == {1, 4, 5}  # epochs, cpus, gpus never vary
+    p50 = model.predict([features(4), features(4, size=16000)])
+    assert p50[1] > 1.5 * p50[0]
+    upper = model.predict_upper([features(4)], 0.9)
+    assert upper[0] >= p50[0]
+    assert model.predict([features(4, cpus=8)])[0] == pytest.approx(p50[0], rel=1e-12)
+    assert model.assumptions(features(4, cpus=8)) == {"cpus_per_worker": 1.0}
+    assert model.assumptions(features(4)) == {}
+
+
+def test_runtime_model_can_be_forced_to_a_candidate(synthetic):
+    assert RuntimeModel("ernest").fit(synthetic).selected_ == "ernest"
+    with pytest.raises(ValueError, match="unknown model 'magic'"):
+        RuntimeModel("magic")
+
+
+def test_too_little_data_is_a_clear_error():
+    with pytest.raises(evaluation.NotEnoughData, match="no observations"):
+        evaluation.evaluate([])
+    with pytest.raises(evaluation.NotEnoughData, match="too few observations"):
+        evaluation.evaluate(synthetic_observations()[:1])

@@ -1,0 +1,59 @@
+"""Which runs each evaluation split holds out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rayjob_advisor.models import splits
+
+
+def held(values, kind):
+    mask = splits.test_mask(np.array(values, dtype=float), kind)
+    return None if mask is None else sorted(set(np.array(values)[mask].tolist()))
+
+
+def test_interpolation_holds_out_every_other_interior_value():
+    assert held([1, 2, 3, 4, 6, 8], "interpolate") == [2, 4]
+    assert held([1, 2, 4, 8, 16], "interpolate") == [2, 8]
+    assert held([1, 2, 3], "interpolate") == [2]
+
+
+def test_extrapolation_holds_out_the_largest_quarter():
+    assert held([1, 2, 3, 4, 6, 8], "extrapolate") == [6, 8]
+    assert held(list(range(1, 17)), "extrapolate") == [13, 14, 15, 16]
+    assert held([1, 2, 3], "extrapolate") == [3]
+
+
+def test_every_run_of_a_held_out_value_is_held_out_together():
+    values = np.array([1, 1, 2, 2, 3, 3, 4, 4], dtype=float)
+    mask = splits.test_mask(values, "extrapolate")
+    assert mask.tolist() == [False] * 6 + [True] * 2
+
+
+def test_splits_need_three_distinct_values():
+    assert splits.test_mask(np.array([1.0, 1.0, 2.0, 2.0]), "interpolate") is None
+    defined, skipped = splits.split_folds(np.array([1.0, 2.0, 1.0, 2.0]), np.array([10.0, 20.0, 30.0, 40.0]))
+    assert set(defined) == {"interpolate-size", "extrapolate-size", "kfold"}
+    assert skipped == {
+        "interpolate-workers": "needs at least 3 distinct workers values, found 2",
+        "extrapolate-workers": "needs at least 3 distinct workers values, found 2",
+    }
+
+
+def test_split_folds_partition_the_runs():
+    workers = np.array([1, 2, 4, 8] * 5, dtype=float)
+    sizes = np.repeat([100.0, 200.0, 400.0, 800.0, 1600.0], 4)
+    defined, _ = splits.split_folds(workers, sizes)
+    (train, test), = defined["extrapolate-workers"]
+    assert set(workers[test]) == {8.0} and 8.0 not in set(workers[train])
+    (train, test), = defined["extrapolate-size"]
+    assert set(sizes[test]) == {1600.0, 800.0}
+    folds = defined["kfold"]
+    assert len(folds) == 5
+    assert sorted(np.concatenate([t for _, t in folds]).tolist()) == list(range(20))
+
+
+def test_unknown_kind_is_an_error():
+    with pytest.raises(ValueError, match="unknown split kind"):
+        splits.held_out_values(np.array([1, 2, 3]), "sideways")
