@@ -17,12 +17,13 @@ per-GPU batch sizes. A run of our schema is one epoch over a dataset:
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import pathlib
 import zlib
 
-from rayjob_advisor.observations import Observation
+from rayjob_advisor.observations import Observation, write_observations
 
 # Training-set sizes (samples) of the Pollux workloads (Pollux paper, Table 1).
 TRAINING_SET_SIZES: dict[str, int] = {
@@ -35,6 +36,7 @@ TRAINING_SET_SIZES: dict[str, int] = {
 }
 SIZE_FRACTIONS: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0)
 MODELS: tuple[str, ...] = tuple(TRAINING_SET_SIZES)
+DEFAULT_POLLUX = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "pollux"
 
 
 def pollux_observations(pollux_dir: pathlib.Path, model: str) -> list[Observation]:
@@ -62,3 +64,17 @@ def pollux_observations(pollux_dir: pathlib.Path, model: str) -> list[Observatio
                 )
             )
     return observations
+
+
+def main() -> None:
+    """Write one Pollux workload as an observations CSV (``--out``) for evaluate/fit/predict."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("model", choices=MODELS)
+    parser.add_argument("--pollux-dir", type=pathlib.Path, default=DEFAULT_POLLUX)
+    parser.add_argument("--out", type=pathlib.Path, required=True)
+    args = parser.parse_args()
+    write_observations(args.out, pollux_observations(args.pollux_dir, args.model))
+
+
+if __name__ == "__main__":
+    main()

@@ -88,14 +88,14 @@ def _evaluate(args: argparse.Namespace) -> None:
     observations = _load(args, args.data, args.workload)
     test = _load(args, args.test, args.workload) if args.test else None
     result = evaluation.evaluate(observations, test=test)
-    _emit(args, result.to_json(), _evaluation_table(result))
+    _emit(args, result.to_json(), evaluation_table(result))
 
 
 def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-def _evaluation_table(result: evaluation.Evaluation) -> str:
+def evaluation_table(result: evaluation.Evaluation) -> str:
     header = f"{'split':<20} {'model':<18} {'MAPE':>7} {'p90 APE':>8} {'under':>7} {'cover@0.9':>9} {'n':>5}"
     lines = [header, "-" * len(header)]
     for split, models in result.splits.items():

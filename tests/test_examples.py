@@ -1,0 +1,43 @@
+"""The shipped examples are valid RayJobs and yield features; the Pollux conversion is faithful."""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+
+import pytest
+import yaml
+
+from conftest import POLLUX, REPO, assert_valid_rayjob
+from rayjob_advisor import annotations, features
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import pollux  # noqa: E402
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_are_valid_rayjobs_with_features(path):
+    (rayjob,) = [d for d in yaml.safe_load_all(path.read_text()) if d.get("kind") == "RayJob"]
+    assert_valid_rayjob(rayjob)
+    metadata = rayjob["metadata"]
+    inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
+    job = features.features_from_rayjob(rayjob, inputs)
+    assert job.dataset_size and job.workers >= 1
+
+
+def test_pollux_conversion_follows_the_documented_rules():
+    observations = pollux.pollux_observations(POLLUX, "bert")
+    with (POLLUX / "bert" / "placements.csv").open() as stream:
+        rows = list(csv.DictReader(stream))
+    assert len(observations) == len(rows) == 540
+    for row, run in zip(rows, observations):
+        workers = sum(int(d) for d in row["placement"])
+        assert (run.workers, run.nodes, run.gpus_per_worker) == (workers, len(row["placement"]), 1)
+        assert run.batch_size == int(row["local_bsz"]) * workers
+        steps = math.ceil(run.dataset_size / run.batch_size)
+        assert run.execution_seconds == pytest.approx(steps * float(row["step_time"]))
+    fractions = {run.dataset_size / pollux.TRAINING_SET_SIZES["bert"] for run in observations}
+    assert len(fractions) == 4 and max(fractions) == pytest.approx(1.0)
