@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import string
 import sys
 
 import pytest
@@ -41,3 +42,14 @@ def test_pollux_conversion_follows_the_documented_rules():
         assert run.execution_seconds == pytest.approx(steps * float(row["step_time"]))
     fractions = {run.dataset_size / pollux.TRAINING_SET_SIZES["bert"] for run in observations}
     assert len(fractions) == 4 and max(fractions) == pytest.approx(1.0)
+
+
+def test_the_kuberay_profiling_rayjob_template_renders_a_valid_rayjob():
+    template = string.Template((REPO / "hack" / "profile-rayjob.yaml").read_text())
+    rendered = template.substitute(
+        NAME="profile", SWEEP="--workload digits-cnn --workers 1,2", WHEEL="rayjob_advisor-0.1.0-py3-none-any.whl",
+        RAY_VERSION="2.52.0", IMAGE="rayproject/ray:2.52.0-py311", NODES="4", CPUS_PER_NODE="4",
+    )  # fmt: skip
+    rayjob = yaml.safe_load(rendered)
+    assert_valid_rayjob(rayjob)
+    assert "rayjob-advisor profile --address auto" in rayjob["spec"]["entrypoint"]

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rayjob_advisor.observations import CSV_COLUMNS, ObservationsError, read_observations, write_observations
+from rayjob_advisor.observations import (
+    CSV_COLUMNS,
+    ObservationsError,
+    append_observation,
+    read_observations,
+    write_observations,
+)
 
 HEADER = ",".join(CSV_COLUMNS)
 
@@ -77,3 +83,19 @@ def test_empty_file_and_nodes_beyond_workers(tmp_path):
         read_observations(write(tmp_path, ""))
     with pytest.raises(ObservationsError, match=r":2: .*nodes \(3\) cannot exceed workers \(2\)"):
         read_observations(write(tmp_path, "dataset_size,workers,nodes,execution_seconds\n10,2,3,5\n"))
+
+
+def test_comment_lines_before_the_header_are_provenance(tmp_path, synthetic):
+    path = tmp_path / "runs.csv"
+    write_observations(path, synthetic[:2], comments=["measured on 2 cores", "ray 2.60.0"])
+    assert path.read_text().startswith("# measured on 2 cores\n# ray 2.60.0\nworkload,")
+    loaded, _ = read_observations(path)
+    assert loaded == synthetic[:2]
+
+
+def test_append_creates_then_appends(tmp_path, synthetic):
+    path = tmp_path / "runs.csv"
+    append_observation(path, synthetic[0], comments=["sweep"])
+    append_observation(path, synthetic[1], comments=["ignored once the file exists"])
+    assert read_observations(path)[0] == synthetic[:2]
+    assert path.read_text().count("#") == 1

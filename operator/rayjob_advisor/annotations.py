@@ -49,6 +49,7 @@ _INPUT_FIELDS = {
     SCALE_GROUP: "scale_group",
 }
 _FIELD_KEYS = {field: key for key, field in _INPUT_FIELDS.items()}
+INPUT_KEYS: tuple[str, ...] = tuple(_INPUT_FIELDS)
 
 _DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
 

@@ -6,13 +6,16 @@ import argparse
 import json
 import pathlib
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import pydantic
 import yaml
 
 from rayjob_advisor import annotations, features, prediction, profiles
+from rayjob_advisor.config import load_config
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, ObservationsError, read_observations
@@ -46,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def data_options(command: argparse.ArgumentParser) -> None:
-        command.add_argument("--data", required=True, type=pathlib.Path, help="observations CSV to fit on")
+        command.add_argument(
+            "--data", type=pathlib.Path, help="observations CSV to fit on (default: the shipped profile of the workload)"
+        )
         command.add_argument("--workload", help="use only this workload's runs when the CSV holds several")
         command.add_argument(
             "--skip-bad-rows", action="store_true", help="report bad CSV rows on stderr and go on without them"
@@ -67,7 +72,54 @@ def _parser() -> argparse.ArgumentParser:
     data_options(predict)
     predict.add_argument("--confidence", type=float, help="upper-bound confidence (default: the RayJob's, else 0.9)")
     predict.set_defaults(handler=_predict)
+
+    profile = commands.add_parser(
+        "profile",
+        help="run a profiling sweep of real Ray Train jobs, or emit a RuntimeProfile from a CSV",
+        description="Sweep: every combination of the list options, --repeats times, appended to --out "
+        "(an interrupted sweep resumes; failed runs go to OUT.failures.csv). "
+        "--emit-profile: print a RuntimeProfile manifest of --data instead.",
+    )
+    profile.add_argument("--workload", help="built-in workload (digits-cnn, tabular-mlp), or the name of --train-func's")
+    profile.add_argument("--train-func", help="your own training function, module:function")
+    profile.add_argument("--workers", type=_integers, help="worker counts, e.g. 1,2,4")
+    profile.add_argument("--dataset-sizes", type=_integers, help="samples, e.g. 8000,16000")
+    profile.add_argument("--epochs", type=_integers, default=[1], help="epochs (default 1)")
+    profile.add_argument("--batch-size", type=_integers, help="global batch sizes, e.g. 64,256")
+    profile.add_argument("--cpus-per-worker", type=_numbers, default=[1.0], help="CPUs per worker (default 1)")
+    profile.add_argument("--gpus-per-worker", type=float, default=0.0, help="GPUs per worker (default 0)")
+    profile.add_argument("--repeats", type=int, default=3, help="runs per configuration (default 3)")
+    profile.add_argument("--address", help="an existing Ray cluster (default: start Ray here)")
+    profile.add_argument("--storage-path", help="Ray Train storage (default: a temporary folder)")
+    profile.add_argument("--out", type=pathlib.Path, help="observations CSV to append to")
+    profile.add_argument("--no-progress", action="store_true", help="no progress bar")
+    profile.add_argument("--emit-profile", action="store_true", help="print a RuntimeProfile manifest of --data")
+    profile.add_argument("--data", type=pathlib.Path, help="with --emit-profile: the observations CSV")
+    profile.add_argument("--skip-bad-rows", action="store_true", help=argparse.SUPPRESS)
+    profile.set_defaults(handler=_profile)
+
+    run = commands.add_parser("run", help="run the operator (settings also from RAYJOB_ADVISOR_* variables)")
+    run.add_argument("--namespace", action="append", dest="namespaces", help="watch this namespace (repeatable; default all)")
+    run.add_argument("--log-format", choices=("text", "json"))
+    run.add_argument("--liveness-port", type=int, help="port of /healthz (0: none; default 8080)")
+    run.add_argument("--default-workload", help="profile for RayJobs that name no workload")
+    run.add_argument("--kube-api", help="API server URL, e.g. of kubectl proxy (default: in-cluster or kubeconfig)")
+    run.set_defaults(handler=_run)
     return parser
+
+
+def _integers(text: str) -> list[int]:
+    values = [int(part) for part in text.split(",") if part.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas")
+    return values
+
+
+def _numbers(text: str) -> list[float]:
+    values = [float(part) for part in text.split(",") if part.strip()]
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive numbers separated by commas")
+    return values
 
 
 def _load(args: argparse.Namespace, path: pathlib.Path, workload: str | None) -> list[Observation]:
@@ -85,7 +137,7 @@ def _emit(args: argparse.Namespace, document: dict[str, Any], table: str) -> Non
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    observations = _load(args, args.data, args.workload)
+    observations = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
     test = _load(args, args.test, args.workload) if args.test else None
     result = evaluation.evaluate(observations, test=test)
     _emit(args, result.to_json(), evaluation_table(result))
@@ -111,7 +163,7 @@ def evaluation_table(result: evaluation.Evaluation) -> str:
 
 
 def _fit(args: argparse.Namespace) -> None:
-    observations = _load(args, args.data, args.workload)
+    observations = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
     started = time.perf_counter()
     model = RuntimeModel().fit(observations)
     seconds = time.perf_counter() - started
@@ -131,6 +183,57 @@ def _fit(args: argparse.Namespace) -> None:
     _emit(args, document, table)
 
 
+def _profile(args: argparse.Namespace) -> None:
+    if args.emit_profile:
+        if args.data is None:
+            raise CliError("--emit-profile needs --data FILE.csv")
+        observations = _load(args, args.data, args.workload)
+        workload = profiles.profile_name(observations, args.workload, args.data)
+        print(yaml.safe_dump(profiles.runtime_profile_manifest(workload, observations), sort_keys=False), end="")
+        return
+    missing = [f"--{name.replace('_', '-')}" for name in ("workload", "workers", "dataset_sizes", "batch_size", "out")
+               if getattr(args, name) is None]
+    if missing:
+        raise CliError(f"a sweep needs {', '.join(missing)}")
+    try:
+        from rayjob_advisor.profiling import harness  # Ray Train and PyTorch load only for sweeps
+    except ImportError as exc:
+        raise CliError(f"profiling needs the 'profile' extra: pip install 'rayjob-advisor[profile]' ({exc})") from None
+
+    try:
+        train = harness.load_train_function(args.train_func or args.workload)
+    except (ValueError, ImportError) as exc:
+        raise CliError(str(exc)) from None
+    specs = harness.grid(
+        args.workload, args.workers, args.dataset_sizes, args.epochs, args.batch_size,
+        args.cpus_per_worker, args.gpus_per_worker, args.repeats,
+    )  # fmt: skip
+    with harness.ray_session(args.address), tempfile.TemporaryDirectory(prefix="rayjob-advisor-") as scratch:
+        runner = harness.RayTrainRunner(train, storage_path=args.storage_path or scratch)
+        summary = harness.sweep(specs, runner, args.out, harness.provenance(), progress=not args.no_progress)
+    print(
+        f"{summary.finished} runs finished, {summary.skipped} already in {args.out}, {summary.failed} failed"
+        + (f" (see {harness.failures_path(args.out)})" if summary.failed else "")
+    )
+
+
+def _run(args: argparse.Namespace) -> None:
+    import asyncio
+
+    import kopf
+
+    from rayjob_advisor import handlers
+
+    flags = {key: getattr(args, key) for key in ("namespaces", "log_format", "liveness_port", "default_workload", "kube_api")}
+    try:
+        config = load_config(flags)
+    except pydantic.ValidationError as exc:
+        raise CliError(f"bad settings: {exc}") from None
+    log_format = kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(verbose=False, log_format=log_format)
+    asyncio.run(kopf.operator(**handlers.operator_arguments(config)))
+
+
 def _read_rayjob(path: pathlib.Path) -> dict[str, Any]:
     """The one RayJob of a (possibly multi-document) manifest file."""
     with path.open(encoding="utf-8") as stream:
@@ -147,9 +250,11 @@ def _predict(args: argparse.Namespace) -> None:
     inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
     job = features.features_from_rayjob(rayjob, inputs)
     confidence = args.confidence if args.confidence is not None else inputs.confidence
-    observations = _load(args, args.data, job.workload or args.workload)
+    workload = job.workload or args.workload
+    data = args.data or profiles.shipped_data(workload)
+    observations = _load(args, data, workload)
     model = RuntimeModel().fit(observations)
-    profile = job.workload or args.workload or args.data.stem
+    profile = profiles.profile_name(observations, workload, data)
     result = prediction.predict(job, model, profile, confidence)
     table = prediction.what_if(job, model, confidence)
     document = {

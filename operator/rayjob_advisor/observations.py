@@ -5,13 +5,15 @@ history of finished jobs and the model engine, so its header is user-facing:
 the column names in ``CSV_COLUMNS`` are fixed. Only ``dataset_size``,
 ``workers`` and ``execution_seconds`` are required; an empty cell means
 "unknown" and the model engine applies the defaults documented on
-``Observation``.
+``Observation``. Lines starting with ``#`` before the header are comments
+(provenance: where and how the runs were measured).
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import os
 import pathlib
 from collections.abc import Iterable, Sequence
 
@@ -98,10 +100,12 @@ def read_observations(path: str | pathlib.Path, *, skip_bad_rows: bool = False) 
     with path.open(newline="", encoding="utf-8") as stream:
         reader = csv.reader(stream)
         header = next(reader, None)
+        while header and header[0].startswith("#"):
+            header = next(reader, None)
         if header is None:
-            raise ObservationsError([RowProblem(name, 1, None, "the file is empty; expected a header row")])
+            raise ObservationsError([RowProblem(name, reader.line_num or 1, None, "the file is empty; expected a header row")])
         header = [h.strip() for h in header]
-        _check_header(name, header)
+        _check_header(name, reader.line_num, header)
         observations: list[Observation] = []
         problems: list[RowProblem] = []
         for cells in reader:
@@ -121,14 +125,14 @@ def read_observations(path: str | pathlib.Path, *, skip_bad_rows: bool = False) 
     return observations, problems
 
 
-def _check_header(name: str, header: list[str]) -> None:
-    problems = [RowProblem(name, 1, column, "unknown column") for column in header if column not in CSV_COLUMNS]
+def _check_header(name: str, line: int, header: list[str]) -> None:
+    problems = [RowProblem(name, line, column, "unknown column") for column in header if column not in CSV_COLUMNS]
     problems += [
-        RowProblem(name, 1, column, "required column is missing")
+        RowProblem(name, line, column, "required column is missing")
         for column in sorted(REQUIRED_COLUMNS - set(header))
     ]
     duplicated = {column for column in header if header.count(column) > 1}
-    problems += [RowProblem(name, 1, column, "column appears twice") for column in sorted(duplicated)]
+    problems += [RowProblem(name, line, column, "column appears twice") for column in sorted(duplicated)]
     if problems:
         raise ObservationsError(problems)
 
@@ -141,14 +145,35 @@ def _row_problems(name: str, line: int, exc: pydantic.ValidationError) -> list[R
     return problems
 
 
-def write_observations(path: str | pathlib.Path, observations: Iterable[Observation]) -> None:
+def write_observations(
+    path: str | pathlib.Path, observations: Iterable[Observation], comments: Sequence[str] = ()
+) -> None:
     """Write observations with the full header; unknown values as empty cells."""
     with pathlib.Path(path).open("w", newline="", encoding="utf-8") as stream:
+        stream.writelines(f"# {line}\n" for line in comments)
         writer = csv.writer(stream)
         writer.writerow(CSV_COLUMNS)
-        for observation in observations:
-            values = observation.model_dump()
-            writer.writerow(["" if values[c] is None else _cell(values[c]) for c in CSV_COLUMNS])
+        writer.writerows(_row(o) for o in observations)
+
+
+def append_observation(path: str | pathlib.Path, observation: Observation, comments: Sequence[str] = ()) -> None:
+    """Add one run to a CSV (created with ``comments`` and the header if absent), flushed to disk.
+
+    Sweeps call this after every run, so an interrupted sweep loses nothing it finished.
+    """
+    path = pathlib.Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        write_observations(path, [observation], comments)
+        return
+    with path.open("a", newline="", encoding="utf-8") as stream:
+        csv.writer(stream).writerow(_row(observation))
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _row(observation: Observation) -> list[str]:
+    values = observation.model_dump()
+    return ["" if values[c] is None else _cell(values[c]) for c in CSV_COLUMNS]
 
 
 def _cell(value: object) -> str:

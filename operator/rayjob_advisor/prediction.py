@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pydantic
 
-from rayjob_advisor import annotations
-from rayjob_advisor.features import Features, UnpredictableJob
+from rayjob_advisor import annotations, profiles
+from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
 
 WHAT_IF_ROWS = 16
@@ -115,3 +116,64 @@ def what_if(features: Features, model: RuntimeModel, confidence: float) -> list[
         )
         for v, p, u in zip(variants, p50, upper, strict=True)
     ]
+
+
+class ProfileNotReady(Exception):
+    """The job's profile has no fitted model yet: try again shortly, never fit on the request path."""
+
+
+class Advice(pydantic.BaseModel):
+    """What to write on a RayJob: annotations (``None`` removes one) and, for bad input, a warning."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    annotations: dict[str, str | None]
+    warning: str | None = None
+
+    @classmethod
+    def error(cls, message: str) -> Advice:
+        return cls(annotations={annotations.ERROR: message}, warning=message)
+
+
+def advise(
+    rayjob: Mapping[str, Any],
+    store: profiles.ProfileStore,
+    namespace_labels: Mapping[str, str] | None = None,
+    default_workload: str | None = None,
+    now: dt.datetime | None = None,
+) -> Advice | None:
+    """The advisor's annotations for one RayJob, or None when its mode is ``off``.
+
+    Bad input never raises: it becomes the ``error`` annotation and a warning.
+    Raises ``ProfileNotReady`` while the profile's first fit is still running.
+    """
+    metadata = rayjob.get("metadata") or {}
+    try:
+        inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"), namespace_labels)
+    except annotations.AnnotationError as exc:
+        return Advice.error(str(exc))
+    if inputs.mode == "off":
+        return None
+    inputs = inputs.model_copy(update={"workload": inputs.workload or default_workload})
+    try:
+        job = features_from_rayjob(rayjob, inputs)
+        require_predictable(job)
+        if inputs.workload is None:
+            raise profiles.UnknownWorkload(
+                f"no workload: set the {annotations.WORKLOAD} annotation or label to choose a RuntimeProfile"
+            )
+        profile = profiles_find(store, metadata.get("namespace") or "default", inputs.workload)
+    except (UnpredictableJob, annotations.AnnotationError, profiles.UnknownWorkload) as exc:
+        return Advice.error(str(exc))
+    result = predict(job, profile.model, profile.label, inputs.confidence, now)
+    return Advice(annotations={**result.annotations(), annotations.ERROR: None})
+
+
+def profiles_find(store: profiles.ProfileStore, namespace: str, workload: str) -> profiles.Profile:
+    """The job's profile, fitted; a failed fit is the user's problem to see, a running one is not."""
+    profile = store.find(namespace, workload)
+    if profile.model is None:
+        if profile.fit_error:
+            raise profiles.UnknownWorkload(f"profile {profile.label}: {profile.fit_error}")
+        raise ProfileNotReady(f"profile {profile.label} is being fitted")
+    return profile

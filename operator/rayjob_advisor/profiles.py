@@ -2,18 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import datetime as dt
+import logging
+import pathlib
+import re
+import threading
+from collections.abc import Callable, Sequence
 
-from rayjob_advisor.observations import Observation
+from rayjob_advisor.models.evaluation import NotEnoughData
+from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.observations import Observation, read_observations
+
+
+logger = logging.getLogger(__name__)
+SHIPPED_DATA = pathlib.Path(__file__).parent / "data"
 
 
 class UnknownWorkload(LookupError):
     """No observations exist for the workload a RayJob names."""
 
 
+def shipped_data(workload: str | None) -> pathlib.Path:
+    """The embedded default profile: ``data/<workload>.csv``, or the only one when none is named."""
+    shipped = {path.stem: path for path in sorted(SHIPPED_DATA.glob("*.csv"))}
+    if workload is None and len(shipped) == 1:
+        return next(iter(shipped.values()))
+    if workload in shipped:
+        return shipped[workload]
+    known = ", ".join(shipped) or "none"
+    if workload is None:
+        raise UnknownWorkload(f"name a workload to choose a shipped profile (shipped: {known}) or give --data")
+    raise UnknownWorkload(f"no shipped profile for workload {workload!r} (shipped: {known}); give --data FILE.csv")
+
+
 def workloads(observations: Sequence[Observation]) -> list[str]:
     """The distinct named workloads, sorted."""
     return sorted({o.workload for o in observations if o.workload})
+
+
+def profile_name(observations: Sequence[Observation], workload: str | None, path: pathlib.Path) -> str:
+    """What to call a profile: the workload asked for, else the data's only workload, else the file's name."""
+    named = workloads(observations)
+    return workload or (named[0] if len(named) == 1 else path.stem)
 
 
 def observations_for_workload(observations: Sequence[Observation], workload: str | None) -> list[Observation]:
@@ -37,3 +68,192 @@ def observations_for_workload(observations: Sequence[Observation], workload: str
     if not any(o.workload == workload for o in chosen):
         raise UnknownWorkload(f"no profile for workload {workload!r}; known workloads: {', '.join(named)}")
     return chosen
+
+
+API_GROUP = "rayjob-advisor.io"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+KIND = "RuntimeProfile"
+
+# Observation field -> its camelCase key in RuntimeProfile objects (Kubernetes API conventions).
+_K8S_KEYS = {
+    "dataset_size": "datasetSize",
+    "epochs": "epochs",
+    "batch_size": "batchSize",
+    "workers": "workers",
+    "cpus_per_worker": "cpusPerWorker",
+    "gpus_per_worker": "gpusPerWorker",
+    "nodes": "nodes",
+    "execution_seconds": "executionSeconds",
+    "startup_seconds": "startupSeconds",
+    "source": "source",
+}
+
+
+def observation_to_k8s(observation: Observation) -> dict[str, object]:
+    """One observation as it is stored in a RuntimeProfile; unknown fields left out."""
+    values = observation.model_dump()
+    return {key: values[field] for field, key in _K8S_KEYS.items() if values[field] is not None}
+
+
+def observation_from_k8s(workload: str, item: dict[str, object]) -> Observation:
+    """The inverse of ``observation_to_k8s``, validated like a CSV row."""
+    fields = {field: item[key] for field, key in _K8S_KEYS.items() if key in item}
+    return Observation.model_validate({"workload": workload, **fields})
+
+
+def resource_name(workload: str) -> str:
+    """A DNS-1123 object name for a workload class (lower case, '-' for anything else)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", workload.lower()).strip("-")[:63].strip("-")
+    return name or "profile"
+
+
+def runtime_profile_manifest(workload: str, observations: Sequence[Observation]) -> dict[str, object]:
+    """A RuntimeProfile (DESIGN §4) seeded with ``observations``, ready for ``kubectl apply``."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": resource_name(workload)},
+        "spec": {"workload": workload, "observations": [observation_to_k8s(o) for o in observations]},
+    }
+
+
+@dataclasses.dataclass
+class Profile:
+    """One workload's runs and, once fitted, its model. ``version`` rises with every change of runs."""
+
+    namespace: str | None
+    name: str | None
+    workload: str
+    seed: list[Observation]
+    learned: list[Observation] = dataclasses.field(default_factory=list)
+    version: int = 0
+    model: RuntimeModel | None = None
+    fitted_version: int = -1
+    fitted_at: dt.datetime | None = None
+    fit_error: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``namespace/workload`` for a RuntimeProfile, ``shipped/workload`` for an embedded one."""
+        return f"{self.namespace or 'shipped'}/{self.workload}"
+
+    @property
+    def observations(self) -> list[Observation]:
+        return [*self.seed, *self.learned]
+
+    def fit(self) -> None:
+        """Refit on the current runs (slow: call it off the request path)."""
+        version, observations = self.version, self.observations
+        try:
+            self.model = RuntimeModel().fit(observations)
+            self.fit_error = None
+        except NotEnoughData as exc:
+            self.fit_error = f"cannot fit {len(observations)} runs: {exc}"
+        self.fitted_version = version
+        self.fitted_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+
+    def model_status(self) -> dict[str, object]:
+        """What ``status.model`` of the RuntimeProfile shows."""
+        if self.model is None:
+            return {"name": "none", "samples": len(self.observations), "error": self.fit_error}
+        return {
+            "name": self.model.selected_,
+            "cvError": round(self.model.cv_mape_, 4),
+            "samples": self.model.n_samples_,
+            "fittedAt": self.fitted_at.isoformat().replace("+00:00", "Z") if self.fitted_at else None,
+        }
+
+
+class ProfileStore:
+    """The profiles the operator predicts from: RuntimeProfile objects, then the shipped defaults.
+
+    A RayJob uses the profile of its workload in its own namespace, else one
+    in any watched namespace, else the shipped profile of that name.
+    """
+
+    def __init__(self, shipped: bool = True) -> None:
+        self._profiles: dict[tuple[str | None, str], Profile] = {}
+        self._lock = threading.Lock()
+        if shipped:
+            for path in sorted(SHIPPED_DATA.glob("*.csv")):
+                self._profiles[(None, path.stem)] = Profile(None, None, path.stem, read_observations(path)[0])
+
+    def put(
+        self, namespace: str, name: str, workload: str, seed: list[Observation], learned: list[Observation]
+    ) -> Profile:
+        """Record a RuntimeProfile's runs; a change of runs makes the profile due for a refit."""
+        with self._lock:
+            profile = self._profiles.get((namespace, workload))
+            if profile is None:
+                profile = self._profiles[(namespace, workload)] = Profile(namespace, name, workload, seed, learned)
+            elif (profile.seed, profile.learned) != (seed, learned):
+                profile.seed, profile.learned = seed, learned
+                profile.version += 1
+            return profile
+
+    def remove(self, namespace: str, workload: str) -> None:
+        with self._lock:
+            self._profiles.pop((namespace, workload), None)
+
+    def find(self, namespace: str, workload: str) -> Profile:
+        """The profile a RayJob of ``workload`` in ``namespace`` is predicted from.
+
+        Fitted profiles first (a new RuntimeProfile does not hide the shipped
+        one until its first fit is done), then the job's namespace, then the
+        other namespaces, then the shipped profile.
+        """
+        with self._lock:
+            candidates = [p for (ns, w), p in self._profiles.items() if w == workload]
+            if not candidates:
+                known = ", ".join(sorted({w for _, w in self._profiles})) or "none"
+                raise UnknownWorkload(
+                    f"no RuntimeProfile for workload {workload!r} and no shipped profile of that name "
+                    f"(known workloads: {known})"
+                )
+            return min(
+                candidates,
+                key=lambda p: (p.model is None, p.namespace != namespace, p.namespace is None, p.namespace or ""),
+            )
+
+    def stale(self) -> list[Profile]:
+        """Profiles whose runs changed since their last fit."""
+        with self._lock:
+            return [p for p in self._profiles.values() if p.fitted_version != p.version]
+
+
+class Refitter:
+    """Fits stale profiles in one background thread, so no request ever waits for a fit.
+
+    ``on_fitted`` publishes each new fit (e.g. to the RuntimeProfile's status).
+    """
+
+    def __init__(self, store: ProfileStore, on_fitted: Callable[[Profile], None], interval: float) -> None:
+        self.store = store
+        self.on_fitted = on_fitted
+        self.interval = interval
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="refitter", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look for stale profiles now rather than at the next interval."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            for profile in self.store.stale():
+                profile.fit()
+                try:
+                    self.on_fitted(profile)
+                except Exception:  # noqa: BLE001 - a failed publication must not stop future fits
+                    logger.exception("could not publish the fit of profile %s", profile.label)
+            self._wake.wait(self.interval)

@@ -1,0 +1,48 @@
+"""The operator's settings: one typed object, from flags over environment over defaults.
+
+Environment variables are ``RAYJOB_ADVISOR_<FIELD>`` (upper case); lists are
+comma-separated. Flags of ``rayjob-advisor run`` override them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pydantic
+
+ENV_PREFIX = "RAYJOB_ADVISOR_"
+
+
+class OperatorConfig(pydantic.BaseModel):
+    """How ``rayjob-advisor run`` behaves."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    namespaces: tuple[str, ...] = pydantic.Field(default=(), description="watched namespaces; empty: all")
+    log_format: Literal["text", "json"] = "text"
+    liveness_port: int = pydantic.Field(default=8080, ge=0, le=65535, description="0 disables /healthz")
+    default_workload: str | None = pydantic.Field(
+        default=None, description="profile for RayJobs that name no workload; unset: they get an error"
+    )
+    kube_api: str | None = pydantic.Field(
+        default=None, description="API server URL (e.g. kubectl proxy); unset: in-cluster or kubeconfig"
+    )
+    refit_interval_seconds: float = pydantic.Field(default=2.0, gt=0, description="how often stale profiles refit")
+
+    @pydantic.field_validator("namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(n.strip() for n in value.split(",") if n.strip()) if isinstance(value, str) else value
+
+
+def load_config(flags: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> OperatorConfig:
+    """Defaults, overridden by ``RAYJOB_ADVISOR_*`` variables, overridden by flags that were given."""
+    values: dict[str, Any] = {
+        name: environ[ENV_PREFIX + name.upper()]
+        for name in OperatorConfig.model_fields
+        if ENV_PREFIX + name.upper() in environ
+    }
+    values.update({name: value for name, value in flags.items() if value not in (None, [], ())})
+    return OperatorConfig.model_validate(values)
