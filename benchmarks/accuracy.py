@@ -54,7 +54,7 @@ def main() -> None:
         coverage = pooled_coverage(result, selected)
         print(f"\n## {model}: {len(observations)} runs, evaluate took {seconds:.1f}s\n")
         print(evaluation_table(result))
-        print(f"selected/Ernest MAPE: " + ", ".join(f"{s} {r:.2f}" for s, r in ratios.items()))
+        print("selected/Ernest MAPE: " + ", ".join(f"{s} {r:.2f}" for s, r in ratios.items()))
         print(f"coverage of the 0.9 upper bound, all held-out points: {coverage:.3f}")
         summary.append((model, selected, result.splits["extrapolate-workers"], ratios, coverage, seconds))
 

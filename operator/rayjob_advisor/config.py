@@ -30,6 +30,7 @@ class OperatorConfig(pydantic.BaseModel):
         default=None, description="API server URL (e.g. kubectl proxy); unset: in-cluster or kubeconfig"
     )
     refit_interval_seconds: float = pydantic.Field(default=2.0, gt=0, description="how often stale profiles refit")
+    shipped_profiles: bool = pydantic.Field(default=True, description="fall back on the embedded default profiles")
 
     @pydantic.field_validator("namespaces", mode="before")
     @classmethod

@@ -1,0 +1,258 @@
+"""kopf handlers of the controller: translate Kubernetes objects to and from the domain functions.
+
+State lives in kopf's ``memo`` (one ``Memo`` per operator run): the profile
+store, its background refitter, namespace labels and the API client used to
+write RuntimeProfiles. RayJobs get no finalizer (no deletion handler is
+registered for them) and kopf's own state is stored in annotations under
+our prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+import kubernetes
+
+from rayjob_advisor import annotations, completions, profiles
+from rayjob_advisor.config import OperatorConfig
+from rayjob_advisor.features import UnpredictableJob, features_from_rayjob
+from rayjob_advisor.observations import Observation
+from rayjob_advisor.prediction import ProfileNotReady, advise
+
+RAYJOBS = ("ray.io", "v1", "rayjobs")
+PROFILES = (profiles.API_GROUP, "v1alpha1", "runtimeprofiles")
+STORAGE_PREFIX = "rayjob-advisor.io"
+RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
+CONFLICT_RETRIES = 10
+
+
+@dataclasses.dataclass
+class Memo:
+    """Per-run state shared by the handlers (passed to ``kopf.operator(memo=...)``)."""
+
+    config: OperatorConfig
+    store: profiles.ProfileStore = dataclasses.field(init=False)
+    namespace_labels: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    refitter: profiles.Refitter | None = None
+    api: kubernetes.client.CustomObjectsApi | None = None
+    unlearned: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.store = profiles.ProfileStore(shipped=self.config.shipped_profiles)
+
+
+class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff-base, keeping our *input* annotations in the essence it compares.
+
+    kopf drops every annotation under its storage prefix from the essence;
+    ours shares the prefix with the users' inputs, whose changes must
+    trigger a new prediction. (Our outputs stay out, or every write of ours
+    would trigger another.)
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        inputs = [("metadata", "annotations", key) for key in annotations.INPUT_KEYS]
+        return super().build(body=body, extra_fields=[*(extra_fields or ()), *inputs])
+
+
+class InputsAwareProgress(kopf.AnnotationsProgressStorage):
+    """kopf's progress storage; its clean-up of the essence spares the input annotations too."""
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        notes = essence.get("metadata", {}).get("annotations", {})
+        inputs = {key: value for key, value in notes.items() if key in annotations.INPUT_KEYS}
+        cleared = super().clear(essence=essence)
+        if inputs:
+            cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(inputs)  # type: ignore[typeddict-item]
+        return cleared
+
+
+def operator_settings(settings: kopf.OperatorSettings) -> None:
+    """kopf's state in annotations under our prefix."""
+    settings.persistence.progress_storage = InputsAwareProgress(prefix=STORAGE_PREFIX)
+    settings.persistence.diffbase_storage = InputsAwareDiffBase(prefix=STORAGE_PREFIX)
+    settings.persistence.finalizer = f"{STORAGE_PREFIX}/finalizer"  # never set on RayJobs: no deletion handlers
+
+
+def api_client(config: OperatorConfig) -> kubernetes.client.ApiClient:
+    """A Kubernetes client: ``kube_api`` if set, else in-cluster, else the kubeconfig."""
+    if config.kube_api:
+        configuration = kubernetes.client.Configuration()
+        configuration.host = config.kube_api
+        return kubernetes.client.ApiClient(configuration)
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+    return kubernetes.client.ApiClient()
+
+
+@kopf.on.login()
+def login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    if memo.config.kube_api:
+        return kopf.ConnectionInfo(server=memo.config.kube_api)
+    return kopf.login_via_client(memo=memo, **kwargs)
+
+
+def operator_arguments(config: OperatorConfig) -> dict[str, Any]:
+    """Keyword arguments of ``kopf.operator`` for a run with ``config``."""
+    settings = kopf.OperatorSettings()
+    operator_settings(settings)
+    return {
+        "settings": settings,
+        "memo": Memo(config),
+        "clusterwide": not config.namespaces,
+        "namespaces": list(config.namespaces),
+        "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
+    }
+
+
+@kopf.on.startup()
+def start(memo: Memo, **_: Any) -> None:
+    memo.api = kubernetes.client.CustomObjectsApi(api_client(memo.config))
+    memo.refitter = profiles.Refitter(memo.store, lambda p: publish_fit(memo, p), memo.config.refit_interval_seconds)
+    memo.refitter.start()
+
+
+@kopf.on.cleanup()
+def stop(memo: Memo, **_: Any) -> None:
+    if memo.refitter is not None:
+        memo.refitter.stop()
+
+
+def publish_fit(memo: Memo, profile: profiles.Profile) -> None:
+    """Show a new fit in its RuntimeProfile's ``status.model`` (shipped profiles have none)."""
+    if profile.namespace is None or profile.name is None or memo.api is None:
+        return
+    memo.api.patch_namespaced_custom_object_status(
+        *PROFILES[:2], profile.namespace, PROFILES[2], profile.name, {"status": {"model": profile.model_status()}}
+    )
+
+
+# Namespaces: their labels may set the mode of every RayJob in them.
+
+
+@kopf.on.event("", "v1", "namespaces")
+def namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, **_: Any) -> None:
+    if type == "DELETED":
+        memo.namespace_labels.pop(name, None)
+    else:
+        memo.namespace_labels[name] = dict(labels)
+
+
+# RuntimeProfiles: load runs into the store; the refitter fits them in the background.
+
+
+def _profile_runs(workload: str, items: Any) -> list[Observation]:
+    return [profiles.observation_from_k8s(workload, item) for item in items or []]
+
+
+@kopf.on.resume(*PROFILES, backoff=RETRY_SECONDS)
+@kopf.on.create(*PROFILES, backoff=RETRY_SECONDS)
+@kopf.on.update(*PROFILES, backoff=RETRY_SECONDS)
+@kopf.on.field(*PROFILES, field="status.observations", backoff=RETRY_SECONDS)
+def profile_changed(namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: Memo, **_: Any) -> None:
+    workload = spec["workload"]
+    seed = _profile_runs(workload, spec.get("observations"))
+    learned = _profile_runs(workload, status.get("observations"))
+    memo.store.put(namespace, name, workload, seed, learned)
+    if memo.refitter is not None:
+        memo.refitter.wake()
+
+
+@kopf.on.delete(*PROFILES, optional=True)
+def profile_deleted(namespace: str, spec: Mapping[str, Any], memo: Memo, **_: Any) -> None:
+    memo.store.remove(namespace, spec["workload"])
+
+
+# RayJobs: predict before they run; learn when they finish.
+
+
+def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
+    """Not started yet: a prediction can still be useful (and replicas changed)."""
+    return status.get("jobDeploymentStatus") in (None, "", "New", "Initializing", "Suspended", "Suspending")
+
+
+@kopf.on.resume(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS)
+@kopf.on.create(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS)
+@kopf.on.update(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS)
+def predict(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+    try:
+        advice = advise(
+            body, memo.store, memo.namespace_labels.get(namespace), memo.config.default_workload
+        )
+    except ProfileNotReady as exc:
+        raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+    if advice is None:
+        return
+    patch.metadata.annotations.update(advice.annotations)
+    if advice.warning and body.get("metadata", {}).get("annotations", {}).get(annotations.ERROR) != advice.warning:
+        kopf.warn(body, reason="CannotPredict", message=advice.warning)
+
+
+@kopf.on.field(
+    *RAYJOBS,
+    field="status.jobDeploymentStatus",
+    when=lambda status, **_: completions.is_finished(status),
+    backoff=RETRY_SECONDS,
+)
+async def finished(body: kopf.Body, namespace: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+    """Record the actual runtime; append the run to its profile exactly once (keyed by uid and attempt)."""
+    metadata = body.get("metadata", {})
+    try:
+        inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
+        inputs = inputs.model_copy(update={"workload": inputs.workload or memo.config.default_workload})
+        job = features_from_rayjob(body, inputs) if inputs.workload else None
+    except (annotations.AnnotationError, UnpredictableJob):
+        job = None
+    try:
+        result = completions.completion(body, job)
+    except ValueError as exc:
+        kopf.warn(body, reason="CannotLearn", message=f"finished RayJob has a malformed status: {exc}")
+        return
+    if result.observation is None:
+        memo.unlearned[result.outcome] = memo.unlearned.get(result.outcome, 0) + 1
+        return
+    appended = await asyncio.to_thread(append_observation, memo, namespace, result.observation)
+    patch.metadata.annotations.update(result.annotations())
+    if appended:
+        kopf.info(body, reason="Learned", message=f"actual runtime {result.observation.execution_seconds:.0f}s added to profile {result.observation.workload}")
+
+
+def append_observation(memo: Memo, namespace: str, observation: Observation) -> bool:
+    """Add a run to ``status.observations`` of the workload's RuntimeProfile, unless it is there already.
+
+    Optimistic concurrency: the write carries the resourceVersion it read and
+    is retried on 409. A workload known only from a shipped profile gets a
+    RuntimeProfile in the job's namespace, seeded with the shipped runs.
+    """
+    assert memo.api is not None and observation.workload is not None
+    profile = memo.store.find(namespace, observation.workload)
+    target_namespace, name = profile.namespace, profile.name
+    if target_namespace is None or name is None:
+        target_namespace, name = namespace, profiles.resource_name(observation.workload)
+        manifest = profiles.runtime_profile_manifest(observation.workload, profile.seed)
+        manifest["metadata"]["name"] = name
+        try:
+            memo.api.create_namespaced_custom_object(*PROFILES[:2], target_namespace, PROFILES[2], manifest)
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    item = profiles.observation_to_k8s(observation)
+    for _ in range(CONFLICT_RETRIES):
+        current = memo.api.get_namespaced_custom_object(*PROFILES[:2], target_namespace, PROFILES[2], name)
+        learned = list((current.get("status") or {}).get("observations") or [])
+        if any(existing.get("source") == observation.source for existing in learned):
+            return False
+        body = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": {"observations": [*learned, item]}}
+        try:
+            memo.api.patch_namespaced_custom_object_status(*PROFILES[:2], target_namespace, PROFILES[2], name, body)
+            return True
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    raise kopf.TemporaryError(f"RuntimeProfile {target_namespace}/{name} kept changing", delay=RETRY_SECONDS)

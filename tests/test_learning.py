@@ -1,0 +1,113 @@
+"""Finished RayJobs -> observations; the profile store and its background refitter."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from conftest import make_rayjob, synthetic_observations, worker_group
+from rayjob_advisor import annotations as ann
+from rayjob_advisor import completions, profiles
+from rayjob_advisor.features import features_from_rayjob
+
+
+def finished_rayjob(deployment="Complete", job_status="SUCCEEDED", failed=None, prediction=None):
+    notes = {ann.DATASET_SIZE: "8000", ann.WORKLOAD: "synthetic"}
+    if prediction is not None:
+        notes[ann.PREDICTION] = json.dumps({"p50": prediction})
+    rayjob = make_rayjob(annotations=notes, groups=[worker_group(replicas=4)])
+    rayjob["metadata"].update(uid="u-1", creationTimestamp="2026-12-02T10:00:00Z")
+    rayjob["status"] = {
+        "jobDeploymentStatus": deployment,
+        "jobStatus": job_status,
+        "rayJobInfo": {"startTime": "2026-12-02T10:01:30Z", "endTime": "2026-12-02T10:11:30Z"},
+    }
+    if failed is not None:
+        rayjob["status"]["failed"] = failed
+    return rayjob
+
+
+def features_of(rayjob):
+    return features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+
+
+def test_a_succeeded_job_becomes_an_observation_with_its_error():
+    rayjob = finished_rayjob(prediction=540.0)
+    result = completions.completion(rayjob, features_of(rayjob))
+    run = result.observation
+    assert (run.workers, run.dataset_size, run.execution_seconds, run.startup_seconds) == (4, 8000, 600.0, 90.0)
+    assert run.source == "rayjob:u-1:0" and run.workload == "synthetic"
+    assert result.relative_error == pytest.approx(0.1)
+    assert result.annotations() == {ann.ACTUAL_RUNTIME_SECONDS: "600.0", ann.PREDICTION_ERROR: "-0.1000"}
+
+
+def test_retries_are_separate_attempts():
+    rayjob = finished_rayjob(failed=2)
+    assert completions.completion(rayjob, features_of(rayjob)).observation.source == "rayjob:u-1:2"
+
+
+@pytest.mark.parametrize(("deployment", "job_status"), [("Failed", "FAILED"), ("Complete", "STOPPED"), ("Failed", None)])
+def test_failed_or_stopped_jobs_are_not_learned_from(deployment, job_status):
+    rayjob = finished_rayjob(deployment, job_status)
+    result = completions.completion(rayjob, features_of(rayjob))
+    assert (result.succeeded, result.observation, result.annotations()) == (False, None, {})
+    assert result.outcome == (job_status or "Failed")
+
+
+def test_a_missing_end_time_is_a_clear_error():
+    rayjob = finished_rayjob()
+    del rayjob["status"]["rayJobInfo"]["endTime"]
+    with pytest.raises(ValueError, match="status.rayJobInfo.endTime is missing"):
+        completions.completion(rayjob, features_of(rayjob))
+
+
+def test_store_prefers_fitted_profiles_then_the_jobs_namespace_then_shipped():
+    store = profiles.ProfileStore()
+    shipped = store.find("team-a", "digits-cnn")
+    assert shipped.label == "shipped/digits-cnn"
+    runs = synthetic_observations()
+    elsewhere = store.put("team-b", "digits", "digits-cnn", runs, [])
+    local = store.put("team-a", "digits", "digits-cnn", runs, [])
+    for profile in (shipped, elsewhere, local):
+        profile.model = object()  # pretend fitted
+    assert store.find("team-a", "digits-cnn") is local
+    assert store.find("team-c", "digits-cnn") is local  # other namespaces: alphabetical, deterministic
+    local.model = None
+    assert store.find("team-a", "digits-cnn") is elsewhere  # an unfitted profile does not hide a fitted one
+    with pytest.raises(profiles.UnknownWorkload, match="no RuntimeProfile for workload 'bert'.*known workloads: digits-cnn"):
+        store.find("team-a", "bert")
+
+
+def test_only_changed_runs_make_a_profile_stale():
+    store = profiles.ProfileStore(shipped=False)
+    runs = synthetic_observations()
+    profile = store.put("ns", "p", "synthetic", runs, [])
+    assert store.stale() == [profile]
+    profile.fit()
+    assert store.stale() == [] and profile.model is not None
+    assert profile.model_status()["samples"] == len(runs)
+    store.put("ns", "p", "synthetic", runs, [])
+    assert store.stale() == []
+    store.put("ns", "p", "synthetic", runs, runs[:1])
+    assert store.stale() == [profile] and profile.version == 1
+
+
+def test_a_profile_too_small_to_fit_says_why():
+    profile = profiles.Profile("ns", "p", "w", synthetic_observations()[:1])
+    profile.fit()
+    assert profile.model is None and "cannot fit 1 runs" in profile.fit_error
+
+
+def test_refitter_fits_in_the_background_and_publishes():
+    store = profiles.ProfileStore(shipped=False)
+    store.put("ns", "p", "synthetic", synthetic_observations(), [])
+    published = threading.Event()
+    refitter = profiles.Refitter(store, lambda profile: published.set(), interval=0.05)
+    refitter.start()
+    try:
+        assert published.wait(60)
+        assert store.find("ns", "synthetic").model is not None
+    finally:
+        refitter.stop()

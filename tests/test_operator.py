@@ -1,0 +1,257 @@
+"""The real kopf operator against the strict emulator: predict, warn, learn once, survive restarts and API errors."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from conftest import make_rayjob, sample_rayjobs, worker_group
+from emulator import Emulator, operator_settings, rfc3339, run_operator
+from rayjob_advisor import annotations as ann
+from rayjob_advisor import handlers, profiles
+from rayjob_advisor.config import OperatorConfig
+from rayjob_advisor.observations import Observation
+
+WORKLOAD = "synthetic"
+OUTPUT_KEYS = {ann.PREDICTED_RUNTIME, ann.PREDICTED_RUNTIME_SECONDS, ann.PREDICTION}
+
+
+def small_profile_runs() -> list[Observation]:
+    """32 runs of a known data-parallel law: enough for every split, quick to fit."""
+    from conftest import sync_sgd_time
+
+    return [
+        Observation(
+            workload=WORKLOAD, dataset_size=size, epochs=1, batch_size=batch, workers=workers, cpus_per_worker=2,
+            gpus_per_worker=0, nodes=1, execution_seconds=sync_sgd_time(size, workers, batch, 1), source="seed",
+        )  # fmt: skip
+        for workers in (1, 2, 4, 8)
+        for size in (2000, 4000, 8000, 16000)
+        for batch in (64, 128)
+    ]
+
+
+def profile_manifest() -> dict:
+    manifest = profiles.runtime_profile_manifest(WORKLOAD, small_profile_runs())
+    manifest["metadata"]["namespace"] = "default"
+    return manifest
+
+
+def rayjob(name: str, **notes: str) -> dict:
+    body = make_rayjob(
+        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", **notes},
+        groups=[worker_group(replicas=4, maxReplicas=8)],
+    )
+    body["metadata"]["name"] = name
+    return body
+
+
+@pytest.fixture
+def api():
+    with Emulator() as emulator:
+        emulator.create(profile_manifest())
+        yield emulator
+        assert not [v for v in emulator.violations if v.rejected], "the operator wrote an invalid object"
+
+
+def operator(api: Emulator):
+    """A fresh operator run (own memo, so a restart forgets everything in memory)."""
+    arguments = handlers.operator_arguments(
+        OperatorConfig(kube_api=api.url, liveness_port=0, refit_interval_seconds=0.1, shipped_profiles=False)
+    )
+    settings = operator_settings()
+    settings.persistence = arguments["settings"].persistence
+    return run_operator(api, settings=settings, memo=arguments["memo"], timeout=30)
+
+
+def notes(api: Emulator, name: str) -> dict[str, str]:
+    return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
+
+
+def wait_for_note(api: Emulator, name: str, key: str, timeout: float = 60) -> str:
+    return api.wait_until(lambda: notes(api, name).get(key), timeout)
+
+
+def learned(api: Emulator) -> list[dict]:
+    status = api.get("runtimeprofiles", "default", WORKLOAD).get("status") or {}
+    return status.get("observations") or []
+
+
+def finish(api: Emulator, name: str, minutes: float = 10, deployment="Complete", job_status="SUCCEEDED") -> None:
+    created = dt.datetime.fromisoformat(api.get("rayjobs", "default", name)["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    start = created + dt.timedelta(seconds=30)
+    api.set_rayjob_status("default", name, deployment_status="Running", job_status="RUNNING", start_time=rfc3339(start))
+    api.set_rayjob_status(
+        "default", name, deployment_status=deployment, job_status=job_status,
+        start_time=rfc3339(start), end_time=rfc3339(start + dt.timedelta(minutes=minutes)),
+    )  # fmt: skip
+
+
+def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(api):
+    with operator(api):
+        api.create(rayjob("train"))
+        wait_for_note(api, "train", ann.PREDICTION)
+    stored = api.get("rayjobs", "default", "train")
+    assert OUTPUT_KEYS <= set(stored["metadata"]["annotations"])
+    prediction = json.loads(stored["metadata"]["annotations"][ann.PREDICTION])
+    assert prediction["profile"] == f"default/{WORKLOAD}" and prediction["features"]["workers"] == 4
+    assert re.fullmatch(r"(\d+h)?(\d+m)?\d+s|\d+h\d+m", stored["metadata"]["annotations"][ann.PREDICTED_RUNTIME])
+    assert not stored["metadata"].get("finalizers")
+    kopf_keys = [k for k in stored["metadata"]["annotations"] if "kopf" in k or "last-handled" in k]
+    assert kopf_keys and all(k.startswith("rayjob-advisor.io/") for k in kopf_keys)
+    model = api.get("runtimeprofiles", "default", WORKLOAD)["status"]["model"]
+    assert model["samples"] == 32 and model["name"] and 0 <= model["cvError"] < 0.5
+
+
+def test_changed_input_annotations_are_predicted_again(api):
+    with operator(api):
+        api.create(rayjob("train"))
+        first = float(wait_for_note(api, "train", ann.PREDICTED_RUNTIME_SECONDS))
+        api.patch("rayjobs", "default", "train", {"metadata": {"annotations": {ann.DATASET_SIZE: "16000"}}})
+        second = api.wait_until(
+            lambda: float(notes(api, "train")[ann.PREDICTED_RUNTIME_SECONDS]) > 1.5 * first or None, 30
+        )
+    assert second
+
+
+def test_unknown_workload_gets_an_error_annotation_and_a_warning_event(api):
+    with operator(api):
+        api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
+        error = wait_for_note(api, "mystery", ann.ERROR)
+        events = api.wait_until(
+            lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "mystery"], 30
+        )
+    assert "no RuntimeProfile for workload 'bert'" in error
+    assert ann.PREDICTION not in notes(api, "mystery")
+    assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")]
+    assert error in events[0]["message"]
+
+
+def test_mode_off_leaves_the_job_alone(api):
+    api.create_namespace("quiet", labels={ann.MODE: "off"})
+    quiet = rayjob("train")
+    quiet["metadata"]["namespace"] = "quiet"
+    with operator(api):
+        api.create(quiet)
+        api.create(rayjob("watched"))
+        wait_for_note(api, "watched", ann.PREDICTION)
+    assert not {k for k in notes_in(api, "quiet", "train") if k in OUTPUT_KEYS | {ann.ERROR}}
+
+
+def notes_in(api: Emulator, namespace: str, name: str) -> dict[str, str]:
+    return api.get("rayjobs", namespace, name)["metadata"].get("annotations", {})
+
+
+def test_completion_is_learned_once_and_refits_the_model(api):
+    with operator(api):
+        api.create(rayjob("train"))
+        predicted = float(wait_for_note(api, "train", ann.PREDICTED_RUNTIME_SECONDS))
+        finish(api, "train", minutes=10)
+        actual = wait_for_note(api, "train", ann.ACTUAL_RUNTIME_SECONDS)
+        api.wait_until(lambda: api.get("runtimeprofiles", "default", WORKLOAD)["status"]["model"]["samples"] == 33, 60)
+    assert float(actual) == 600.0
+    assert float(notes(api, "train")[ann.PREDICTION_ERROR]) == pytest.approx(predicted / 600 - 1, abs=1e-3)
+    (run,) = learned(api)
+    uid = api.get("rayjobs", "default", "train")["metadata"]["uid"]
+    assert run["source"] == f"rayjob:{uid}:0" and run["executionSeconds"] == 600.0 and run["workers"] == 4
+    assert run["startupSeconds"] == pytest.approx(30, abs=1)
+    reasons = [e["reason"] for e in api.objects("events") if e["involvedObject"]["name"] == "train"]
+    assert reasons == ["Learned"]
+
+
+def test_failed_jobs_are_not_learned_from(api):
+    with operator(api):
+        api.create(rayjob("broken"))
+        wait_for_note(api, "broken", ann.PREDICTION)
+        finish(api, "broken", deployment="Failed", job_status="FAILED")
+        api.create(rayjob("after"))  # handled after the failure: the failure was seen by then
+        wait_for_note(api, "after", ann.PREDICTION)
+    assert learned(api) == [] and ann.ACTUAL_RUNTIME_SECONDS not in notes(api, "broken")
+
+
+def test_a_restart_processes_nothing_twice_and_loses_nothing(api):
+    with operator(api):
+        api.create(rayjob("first"))
+        wait_for_note(api, "first", ann.PREDICTION)
+    first_prediction = notes(api, "first")[ann.PREDICTION]
+    # While the operator is down: the first job finishes, a second is created.
+    finish(api, "first", minutes=5)
+    api.create(rayjob("second"))
+    with operator(api):
+        wait_for_note(api, "second", ann.PREDICTION)
+        wait_for_note(api, "first", ann.ACTUAL_RUNTIME_SECONDS)
+    with operator(api):  # and once more: nothing left to do
+        api.create(rayjob("third"))
+        wait_for_note(api, "third", ann.PREDICTION)
+    assert [run["executionSeconds"] for run in learned(api)] == [300.0]
+    assert notes(api, "first")[ann.PREDICTION] == first_prediction  # a running/finished job is not re-predicted
+    patches = api.requests("PATCH", "rayjobs", name="first")
+    learned_patches = [r for r in patches if ann.ACTUAL_RUNTIME_SECONDS in json.dumps(r.body)]
+    assert len(learned_patches) == 1
+
+
+def test_conflicts_and_server_errors_are_retried(api):
+    with operator(api):
+        api.inject_fault("PATCH", "rayjobs", name="flaky", status=500, times=2)
+        api.create(rayjob("flaky"))
+        wait_for_note(api, "flaky", ann.PREDICTION)
+        api.inject_fault("PATCH", "runtimeprofiles", subresource="status", status=409, times=2)
+        api.inject_fault("GET", "runtimeprofiles", name=WORKLOAD, status=500, times=1)
+        finish(api, "flaky", minutes=7)
+        wait_for_note(api, "flaky", ann.ACTUAL_RUNTIME_SECONDS)
+    assert [run["executionSeconds"] for run in learned(api)] == [420.0]
+    statuses = [r.status for r in api.requests("PATCH", "rayjobs", name="flaky")]
+    assert statuses[:2] == [500, 500] and 200 in statuses
+
+
+def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(api):
+    samples = []
+    for name, body in sample_rayjobs():
+        body = copy.deepcopy(body)
+        body["metadata"]["name"] = re.sub(r"[^a-z0-9-]+", "-", name.lower().removesuffix(".yaml"))[:63].strip("-")
+        body["metadata"].setdefault("annotations", {}).update({ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000"})
+        samples.append(body)
+    with operator(api):
+        for body in samples:
+            api.create(body)
+        names = [b["metadata"]["name"] for b in samples]
+        api.wait_until(lambda: all({ann.PREDICTION, ann.ERROR} & set(notes(api, n)) for n in names), 120)
+    errors = {n: notes(api, n)[ann.ERROR] for n in names if ann.ERROR in notes(api, n)}
+    assert list(errors) == ["ray-job-use-existing-raycluster"]
+    assert "spec.clusterSelector runs the job on an existing RayCluster" in errors["ray-job-use-existing-raycluster"]
+
+
+def test_the_run_command_serves_liveness_and_logs_json(api, tmp_path):
+    port = free_port()
+    environ = {**os.environ, "RAYJOB_ADVISOR_SHIPPED_PROFILES": "false", "RAYJOB_ADVISOR_REFIT_INTERVAL_SECONDS": "0.2"}
+    command = [sys.executable, "-m", "rayjob_advisor.cli", "run", "--kube-api", api.url,
+               "--liveness-port", str(port), "--log-format", "json"]  # fmt: skip
+    log = (tmp_path / "operator.log").open("w+")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environ)
+    try:
+        api.create(rayjob("train"))
+        wait_for_note(api, "train", ann.PREDICTION, timeout=90)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    log.seek(0)
+    lines = [line for line in log.read().splitlines() if line.strip()]
+    assert lines and all(json.loads(line)["message"] is not None for line in lines)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -1,0 +1,34 @@
+"""The embedded default profile: real runs with provenance, and predict working offline on it."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import REPO
+from rayjob_advisor import profiles
+from rayjob_advisor.cli import main
+from rayjob_advisor.observations import read_observations
+
+
+def test_the_shipped_profile_is_a_real_sweep_with_provenance():
+    path = profiles.shipped_data("digits-cnn")
+    observations, problems = read_observations(path)
+    assert problems == []
+    assert len(observations) >= 60
+    assert len({o.workers for o in observations}) >= 4 and len({o.dataset_size for o in observations}) >= 4
+    assert all(o.source.startswith("sweep:digits-cnn:") and o.startup_seconds > 0 for o in observations)
+    header = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    assert any("cores" in line for line in header) and any("ray " in line and "torch " in line for line in header)
+
+
+def test_predict_on_the_example_needs_no_other_input(capsys):
+    assert main(["predict", "-f", str(REPO / "examples" / "rayjob-digits.yaml"), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["prediction"]["profile"] == "digits-cnn"
+    assert document["prediction"]["features"]["workers"] == 2
+    assert [row["replicas"] for row in document["what_if"]] == [1, 2, 3, 4]
+
+
+def test_unknown_workloads_have_no_shipped_profile(capsys):
+    assert main(["fit", "--workload", "resnet"]) == 2
+    assert "no shipped profile for workload 'resnet' (shipped: digits-cnn); give --data FILE.csv" in capsys.readouterr().err
