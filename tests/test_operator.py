@@ -218,6 +218,7 @@ def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(api):
     samples = []
     for name, body in sample_rayjobs():
         body = copy.deepcopy(body)
+        body["metadata"]["namespace"] = "default"
         body["metadata"]["name"] = re.sub(r"[^a-z0-9-]+", "-", name.lower().removesuffix(".yaml"))[:63].strip("-")
         body["metadata"].setdefault("annotations", {}).update({ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000"})
         samples.append(body)

@@ -6,8 +6,8 @@ import json
 import sys
 import time
 
-import cloudpickle
 import jsonschema
+import ray.cloudpickle
 import pytest
 import yaml
 
@@ -17,7 +17,7 @@ from rayjob_advisor.cli import main
 from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiling import harness
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
 
 
 def test_grid_is_every_combination_repeat_by_repeat():
@@ -29,11 +29,9 @@ def test_grid_is_every_combination_repeat_by_repeat():
 
 
 def fake_observation(spec: harness.RunSpec) -> Observation:
-    return Observation(
-        workload=spec.workload, dataset_size=spec.dataset_size, epochs=spec.epochs, batch_size=spec.batch_size,
-        workers=spec.workers, cpus_per_worker=spec.cpus_per_worker, gpus_per_worker=spec.gpus_per_worker,
-        nodes=1, execution_seconds=10.0 / spec.workers, startup_seconds=1.0, source=spec.source,
-    )  # fmt: skip
+    return Observation.measured(
+        spec, nodes=1, execution_seconds=10.0 / spec.workers, startup_seconds=1.0, source=spec.source
+    )
 
 
 def test_an_interrupted_sweep_resumes_without_repeating_or_losing_runs(tmp_path):

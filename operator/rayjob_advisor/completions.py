@@ -78,14 +78,8 @@ def completion(rayjob: Mapping[str, Any], features: Features | None) -> Completi
     started = _time(info.get("startTime"), "status.rayJobInfo.startTime")
     ended = _time(info.get("endTime"), "status.rayJobInfo.endTime")
     created = _time(metadata.get("creationTimestamp"), "metadata.creationTimestamp")
-    observation = Observation(
-        workload=features.workload,
-        dataset_size=features.dataset_size,
-        epochs=features.epochs,
-        batch_size=features.batch_size,
-        workers=features.workers,
-        cpus_per_worker=features.cpus_per_worker,
-        gpus_per_worker=features.gpus_per_worker,
+    observation = Observation.measured(
+        features,
         execution_seconds=max((ended - started).total_seconds(), 0.001),
         startup_seconds=max((started - created).total_seconds(), 0.0),
         source=attempt_source(str(metadata.get("uid")), status),

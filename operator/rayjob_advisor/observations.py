@@ -16,6 +16,7 @@ import dataclasses
 import os
 import pathlib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pydantic
 
@@ -33,6 +34,9 @@ CSV_COLUMNS: tuple[str, ...] = (
     "source",
 )
 REQUIRED_COLUMNS: frozenset[str] = frozenset({"dataset_size", "workers", "execution_seconds"})
+CONFIGURATION_FIELDS: tuple[str, ...] = (
+    "workload", "dataset_size", "epochs", "batch_size", "workers", "cpus_per_worker", "gpus_per_worker",
+)  # fmt: skip
 
 
 class Observation(pydantic.BaseModel):
@@ -58,6 +62,11 @@ class Observation(pydantic.BaseModel):
     execution_seconds: pydantic.PositiveFloat
     startup_seconds: pydantic.NonNegativeFloat | None = None
     source: str | None = None
+
+    @classmethod
+    def measured(cls, configuration: object, **measurements: Any) -> Observation:
+        """A run of ``configuration`` (any object with the ``CONFIGURATION_FIELDS``) and what it measured."""
+        return cls(**{field: getattr(configuration, field) for field in CONFIGURATION_FIELDS}, **measurements)
 
     @pydantic.model_validator(mode="after")
     def _nodes_within_workers(self) -> Observation:

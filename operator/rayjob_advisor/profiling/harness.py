@@ -185,14 +185,8 @@ class RayTrainRunner:
         if not result.return_value:
             raise RunFailed("the training function returned no timing from rank 0")
         timings = result.return_value
-        return Observation(
-            workload=spec.workload,
-            dataset_size=spec.dataset_size,
-            epochs=spec.epochs,
-            batch_size=spec.batch_size,
-            workers=spec.workers,
-            cpus_per_worker=spec.cpus_per_worker,
-            gpus_per_worker=spec.gpus_per_worker,
+        return Observation.measured(
+            spec,
             nodes=int(timings["nodes"]),
             execution_seconds=round(timings["end"] - timings["first_batch"], 4),
             startup_seconds=round(timings["first_batch"] - started, 4),
