@@ -125,3 +125,22 @@ def test_missing_files_and_non_rayjob_manifests(capsys, tmp_path, profile_csv):
 def test_console_script_is_installed():
     result = subprocess.run([sys.executable, "-m", "rayjob_advisor.cli", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "evaluate" in result.stdout and "predict" in result.stdout
+
+
+def test_predict_with_a_deadline_gives_the_recommendation(capsys, profile_csv, tmp_path):
+    rayjob = make_rayjob(
+        annotations={ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.WORKLOAD: "synthetic", ann.DEADLINE: "1m"},
+        groups=[worker_group(replicas=1, minReplicas=1, maxReplicas=8)],
+    )
+    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv, "--format", "json")
+    assert status == 0
+    document = json.loads(out)
+    recommendation = document["recommendation"]
+    assert json.loads(document["annotations"][ann.RECOMMENDATION]) == recommendation
+    assert 1 <= recommendation["replicas"] <= 8 and recommendation["group"] == "workers"
+    assert isinstance(recommendation["meetsDeadline"], bool) and recommendation["reason"]
+    fitting = [row for row in document["what_if"] if row["upper"] + recommendation["startupSeconds"] <= 60]
+    assert fitting and recommendation["meetsDeadline"]  # the synthetic runs take 10-30 s
+    assert recommendation["replicas"] == min(fitting, key=lambda r: (r["cost"], r["replicas"]))["replicas"]
+    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv)
+    assert "decision:" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import pathlib
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from rayjob_advisor import annotations, features, prediction, profiles
+from rayjob_advisor import annotations, features, planner, prediction, profiles
 from rayjob_advisor.config import load_config
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -255,20 +256,37 @@ def _predict(args: argparse.Namespace) -> None:
     observations = _load(args, data, workload)
     model = RuntimeModel().fit(observations)
     profile = profiles.profile_name(observations, workload, data)
-    result = prediction.predict(job, model, profile, confidence)
-    table = prediction.what_if(job, model, confidence)
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    result = prediction.predict(job, model, profile, confidence, now)
+    prices = planner.Prices()
+    rows = prediction.what_if(job, model, confidence, model.startup_seconds_, prices)
+    notes = result.annotations()
     document = {
         "rayjob": {"namespace": metadata.get("namespace", "default"), "name": metadata.get("name")},
         "features": job.model_dump(mode="json"),
         "prediction": result.model_dump(mode="json"),
-        "what_if": [row.model_dump() for row in table],
-        "annotations": result.annotations(),
+        "what_if": [row.model_dump() for row in rows],
     }
-    _emit(args, document, _prediction_table(job, model, result, table))
+    recommendation = None
+    if inputs.deadline is not None:
+        created = metadata.get("creationTimestamp")
+        start = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else now
+        recommendation = planner.recommend(
+            job, model, inputs.deadline.resolve(start), now, confidence, model.startup_seconds_, prices
+        )
+        notes[annotations.RECOMMENDATION] = recommendation.annotation()
+        document["recommendation"] = json.loads(recommendation.annotation())
+    document["annotations"] = notes
+    _emit(args, document, _prediction_table(job, model, result, rows, recommendation, notes))
 
 
 def _prediction_table(
-    job: features.Features, model: RuntimeModel, result: prediction.Prediction, rows: list[prediction.WhatIf]
+    job: features.Features,
+    model: RuntimeModel,
+    result: prediction.Prediction,
+    rows: list[planner.Option],
+    recommendation: planner.Recommendation | None,
+    notes: dict[str, str],
 ) -> str:
     group = job.scale_group
     where = f"group {group.name!r}: {group.replicas} replicas x {group.num_of_hosts} host(s)" if group else "head pod"
@@ -278,20 +296,28 @@ def _prediction_table(
         f"cross-validated MAPE {_percent(model.cv_mape_)})",
         f"features: {used} ({where})",
         f"predicted runtime: {annotations.format_duration(result.p50)} (median), "
-        f"{annotations.format_duration(result.upper)} (upper bound at {result.confidence:g})",
+        f"{annotations.format_duration(result.upper)} (upper bound at {result.confidence:g}), "
+        f"plus about {annotations.format_duration(model.startup_seconds_)} start-up",
     ]
     if result.assumed:
         assumed = ", ".join(f"{k}={v:g}" for k, v in result.assumed.items())
         lines.append(f"assumed: {assumed} (the profile has no runs with the job's value)")
     if job.resize_blocker:
         lines.append(f"not resizable: {job.resize_blocker}")
-    lines += ["", f"what if ({where.split(':')[0]}):", f"{'replicas':>8} {'workers':>8} {'median':>10} {'upper':>10}"]
+    if recommendation is not None:
+        verdict = "meets" if recommendation.meets_deadline else "MISSES"
+        lines.append(f"decision: {recommendation.replicas} replicas ({verdict} the deadline) - {recommendation.reason}")
+    lines += [
+        "",
+        f"what if ({where.split(':')[0]}):",
+        f"{'replicas':>8} {'workers':>8} {'median':>10} {'upper':>10} {'cost':>10}",
+    ]
     for row in rows:
         lines.append(
             f"{row.replicas:>8} {row.workers:>8} {annotations.format_duration(row.p50):>10} "
-            f"{annotations.format_duration(row.upper):>10}"
+            f"{annotations.format_duration(row.upper):>10} {row.cost:>10.4f}"
         )
-    lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in result.annotations().items()]
+    lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in notes.items()]
     return "\n".join(lines)
 
 

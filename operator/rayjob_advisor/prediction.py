@@ -6,14 +6,12 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pydantic
 
-from rayjob_advisor import annotations, profiles
+from rayjob_advisor import annotations, planner, profiles
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
 
-WHAT_IF_ROWS = 16
 
 
 class Prediction(pydantic.BaseModel):
@@ -41,17 +39,6 @@ class Prediction(pydantic.BaseModel):
             annotations.PREDICTED_RUNTIME_SECONDS: f"{self.p50:.1f}",
             annotations.PREDICTION: annotations.compact_json(self.model_dump(mode="json")),
         }
-
-
-class WhatIf(pydantic.BaseModel):
-    """The predicted runtime of the job with its scaled group at ``replicas``."""
-
-    model_config = pydantic.ConfigDict(frozen=True)
-
-    replicas: int
-    workers: int
-    p50: float
-    upper: float
 
 
 def require_predictable(features: Features) -> None:
@@ -84,38 +71,10 @@ def predict(
     )
 
 
-def what_if_replicas(features: Features) -> list[int]:
-    """Replica counts to tabulate: all of ``[min, max]`` when few, else a geometric sample.
-
-    An unbounded ``maxReplicas`` (the CRD default) is capped at 4x the
-    current size so the table stays meaningful.
-    """
-    low, high = features.replica_range()
-    current = features.scale_group.replicas if features.scale_group else 1
-    high = min(high, max(4 * current, low + WHAT_IF_ROWS - 1))
-    if high - low + 1 <= WHAT_IF_ROWS:
-        return list(range(low, high + 1))
-    sample = np.geomspace(low, high, WHAT_IF_ROWS)
-    return sorted({low, high, current} | {int(round(x)) for x in sample})
-
-
-def what_if(features: Features, model: RuntimeModel, confidence: float) -> list[WhatIf]:
-    """Predicted runtimes over the scaled group's replica range (one row when it cannot be resized)."""
-    require_predictable(features)
-    variants = (
-        [features.with_replicas(r) for r in what_if_replicas(features)] if features.scale_group else [features]
-    )
-    p50 = model.predict(variants)
-    upper = model.predict_upper(variants, confidence)
-    return [
-        WhatIf(
-            replicas=v.scale_group.replicas if v.scale_group else 1,
-            workers=v.workers,
-            p50=round(float(p), 3),
-            upper=round(float(u), 3),
-        )
-        for v, p, u in zip(variants, p50, upper, strict=True)
-    ]
+def what_if(job: Features, model: RuntimeModel, confidence: float, startup: float, prices: planner.Prices) -> list[planner.Option]:
+    """Predicted runtimes and costs over the scaled group's replica range (one row when it cannot be resized)."""
+    require_predictable(job)
+    return planner.options(job, model, planner.replica_counts(job), confidence, startup, prices)
 
 
 class ProfileNotReady(Exception):

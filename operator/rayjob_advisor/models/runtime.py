@@ -22,7 +22,9 @@ class RuntimeModel:
     Fitted attributes: ``selected_``, ``estimator_``, ``residuals_``,
     ``cv_mape_`` (mean over splits), ``evaluation_``, ``n_samples_`` and
     ``workers_per_node_`` (the most workers the profile ran on one node:
-    a job whose node count is unknown is assumed packed that tightly) and
+    a job whose node count is unknown is assumed packed that tightly),
+    ``startup_seconds_`` (the median start-up of the runs that measured one,
+    0 when none did) and
     ``fixed_columns_``: design columns (epochs, CPUs, GPUs, nodes) that never
     varied in the profile. Their effect cannot be learned, so a prediction
     uses the profile's value instead of the job's; ``assumptions`` says so.
@@ -44,6 +46,8 @@ class RuntimeModel:
             column: float(runs.X[0, column]) for column in _FREEZABLE if np.all(runs.X[:, column] == runs.X[0, column])
         }
         self.n_samples_ = len(observations)
+        startups = [o.startup_seconds for o in observations if o.startup_seconds is not None]
+        self.startup_seconds_ = float(np.median(startups)) if startups else 0.0
         single_node = [o.workers for o in observations if (o.nodes or 1) == 1]
         self.workers_per_node_ = max(single_node, default=1)
         return self
