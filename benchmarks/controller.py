@@ -84,7 +84,7 @@ def advisor(api: Emulator) -> Operator:
     memo = arguments["memo"]
     settings = operator_settings()
     settings.persistence = arguments["settings"].persistence
-    return kopf.get_default_registry(), settings, memo, lambda: memo.store.find("default", WORKLOAD).model is not None
+    return arguments["registry"], settings, memo, lambda: memo.store.find("default", WORKLOAD).model is not None
 
 
 def main() -> None:

@@ -41,7 +41,7 @@ def main() -> None:
         arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0))
         settings = operator_settings()
         settings.persistence = arguments["settings"].persistence
-        with run_operator(api, settings=settings, memo=arguments["memo"], timeout=60):
+        with run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=60):
             path = pathlib.Path(tempfile.mkdtemp()) / "kubeconfig"
             path.write_text(yaml.safe_dump(kubeconfig(api.url)))
             print(f"operator running; in another shell:\n  export KUBECONFIG={path}", flush=True)

@@ -71,7 +71,7 @@ def operator(api: Emulator):
     )
     settings = operator_settings()
     settings.persistence = arguments["settings"].persistence
-    return run_operator(api, settings=settings, memo=arguments["memo"], timeout=30)
+    return run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=30)
 
 
 def notes(api: Emulator, name: str) -> dict[str, str]:

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import pydantic
 
+from rayjob_advisor.planner import Prices
+
 ENV_PREFIX = "RAYJOB_ADVISOR_"
 
 
@@ -20,6 +22,9 @@ class OperatorConfig(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
+    role: Literal["controller", "webhook"] = pydantic.Field(
+        default="controller", description="the controller (1 replica), or a stateless admission webhook replica"
+    )
     namespaces: tuple[str, ...] = pydantic.Field(default=(), description="watched namespaces; empty: all")
     log_format: Literal["text", "json"] = "text"
     liveness_port: int = pydantic.Field(default=8080, ge=0, le=65535, description="0 disables /healthz")
@@ -31,6 +36,21 @@ class OperatorConfig(pydantic.BaseModel):
     )
     refit_interval_seconds: float = pydantic.Field(default=2.0, gt=0, description="how often stale profiles refit")
     shipped_profiles: bool = pydantic.Field(default=True, description="fall back on the embedded default profiles")
+    webhook_port: int = pydantic.Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook role")
+    tls_cert_file: str | None = pydantic.Field(default=None, description="the webhook's certificate (PEM)")
+    tls_key_file: str | None = pydantic.Field(default=None, description="the webhook's private key (PEM)")
+    cpu_hour_price: float = pydantic.Field(default=0.05, ge=0, description="planner cost of a CPU-hour")
+    gpu_hour_price: float = pydantic.Field(default=2.5, ge=0, description="planner cost of a GPU-hour")
+
+    @pydantic.model_validator(mode="after")
+    def _webhook_needs_tls(self) -> OperatorConfig:
+        if self.role == "webhook" and not (self.tls_cert_file and self.tls_key_file):
+            raise ValueError("the webhook role needs tls_cert_file and tls_key_file (the API server calls it over TLS)")
+        return self
+
+    @property
+    def prices(self) -> Prices:
+        return Prices(cpu_hour=self.cpu_hour_price, gpu_hour=self.gpu_hour_price)
 
     @pydantic.field_validator("namespaces", mode="before")
     @classmethod

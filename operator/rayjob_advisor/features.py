@@ -37,6 +37,7 @@ class WorkerGroup(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(frozen=True)
 
     name: str
+    index: int
     replicas: int
     min_replicas: int
     max_replicas: int
@@ -172,6 +173,7 @@ def _worker_group(spec: Mapping[str, Any], index: int) -> WorkerGroup:
     resources = _container_resources(spec, where)
     return WorkerGroup(
         name=name,
+        index=index,
         replicas=replicas,
         min_replicas=min_replicas,
         max_replicas=max_replicas,

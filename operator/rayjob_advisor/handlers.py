@@ -26,6 +26,7 @@ from rayjob_advisor.prediction import ProfileNotReady, advise
 RAYJOBS = ("ray.io", "v1", "rayjobs")
 PROFILES = (profiles.API_GROUP, "v1alpha1", "runtimeprofiles")
 STORAGE_PREFIX = "rayjob-advisor.io"
+CONTROLLER = kopf.OperatorRegistry()  # the webhook's registry (webhook.WEBHOOK) shares some handlers
 RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
 CONFLICT_RETRIES = 10
 
@@ -91,7 +92,7 @@ def api_client(config: OperatorConfig) -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient()
 
 
-@kopf.on.login()
+@kopf.on.login(registry=CONTROLLER)
 def login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     if memo.config.kube_api:
         return kopf.ConnectionInfo(server=memo.config.kube_api)
@@ -99,10 +100,15 @@ def login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 def operator_arguments(config: OperatorConfig) -> dict[str, Any]:
-    """Keyword arguments of ``kopf.operator`` for a run with ``config``."""
+    """Keyword arguments of ``kopf.operator`` for a run with ``config`` (controller or webhook role)."""
+    from rayjob_advisor import webhook  # the webhook's handlers build on these
+
     settings = kopf.OperatorSettings()
     operator_settings(settings)
+    if config.role == "webhook":
+        webhook.serve(settings, config)
     return {
+        "registry": webhook.WEBHOOK if config.role == "webhook" else CONTROLLER,
         "settings": settings,
         "memo": Memo(config),
         "clusterwide": not config.namespaces,
@@ -111,14 +117,22 @@ def operator_arguments(config: OperatorConfig) -> dict[str, Any]:
     }
 
 
-@kopf.on.startup()
+@kopf.on.startup(registry=CONTROLLER)
 def start(memo: Memo, **_: Any) -> None:
+    """Load every RuntimeProfile before any RayJob is handled (else early jobs find no profile), start fitting."""
     memo.api = kubernetes.client.CustomObjectsApi(api_client(memo.config))
-    memo.refitter = profiles.Refitter(memo.store, lambda p: publish_fit(memo, p), memo.config.refit_interval_seconds)
+    if memo.config.namespaces:
+        listings = [memo.api.list_namespaced_custom_object(*PROFILES[:2], ns, PROFILES[2]) for ns in memo.config.namespaces]
+    else:
+        listings = [memo.api.list_cluster_custom_object(*PROFILES)]
+    for item in (item for listing in listings for item in listing["items"]):
+        load_profile(memo, item["metadata"]["namespace"], item["metadata"]["name"], item["spec"], item.get("status") or {})
+    publish = (lambda p: publish_fit(memo, p)) if memo.config.role == "controller" else (lambda p: None)
+    memo.refitter = profiles.Refitter(memo.store, publish, memo.config.refit_interval_seconds)
     memo.refitter.start()
 
 
-@kopf.on.cleanup()
+@kopf.on.cleanup(registry=CONTROLLER)
 def stop(memo: Memo, **_: Any) -> None:
     if memo.refitter is not None:
         memo.refitter.stop()
@@ -136,7 +150,7 @@ def publish_fit(memo: Memo, profile: profiles.Profile) -> None:
 # Namespaces: their labels may set the mode of every RayJob in them.
 
 
-@kopf.on.event("", "v1", "namespaces")
+@kopf.on.event("", "v1", "namespaces", registry=CONTROLLER)
 def namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, **_: Any) -> None:
     if type == "DELETED":
         memo.namespace_labels.pop(name, None)
@@ -147,24 +161,25 @@ def namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, 
 # RuntimeProfiles: load runs into the store; the refitter fits them in the background.
 
 
-def _profile_runs(workload: str, items: Any) -> list[Observation]:
-    return [profiles.observation_from_k8s(workload, item) for item in items or []]
-
-
-@kopf.on.resume(*PROFILES, backoff=RETRY_SECONDS)
-@kopf.on.create(*PROFILES, backoff=RETRY_SECONDS)
-@kopf.on.update(*PROFILES, backoff=RETRY_SECONDS)
-@kopf.on.field(*PROFILES, field="status.observations", backoff=RETRY_SECONDS)
+@kopf.on.resume(*PROFILES, backoff=RETRY_SECONDS, registry=CONTROLLER)
+@kopf.on.create(*PROFILES, backoff=RETRY_SECONDS, registry=CONTROLLER)
+@kopf.on.update(*PROFILES, backoff=RETRY_SECONDS, registry=CONTROLLER)
+@kopf.on.field(*PROFILES, field="status.observations", backoff=RETRY_SECONDS, registry=CONTROLLER)
 def profile_changed(namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: Memo, **_: Any) -> None:
+    load_profile(memo, namespace, name, spec, status)
+
+
+def load_profile(memo: Memo, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+    """Put a RuntimeProfile's runs in the store; the refitter fits it if they changed."""
     workload = spec["workload"]
-    seed = _profile_runs(workload, spec.get("observations"))
-    learned = _profile_runs(workload, status.get("observations"))
+    seed = profiles.observations_from_k8s(workload, spec.get("observations"))
+    learned = profiles.observations_from_k8s(workload, status.get("observations"))
     memo.store.put(namespace, name, workload, seed, learned)
     if memo.refitter is not None:
         memo.refitter.wake()
 
 
-@kopf.on.delete(*PROFILES, optional=True)
+@kopf.on.delete(*PROFILES, optional=True, registry=CONTROLLER)
 def profile_deleted(namespace: str, spec: Mapping[str, Any], memo: Memo, **_: Any) -> None:
     memo.store.remove(namespace, spec["workload"])
 
@@ -177,21 +192,19 @@ def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
     return status.get("jobDeploymentStatus") in (None, "", "New", "Initializing", "Suspended", "Suspending")
 
 
-@kopf.on.resume(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS)
-@kopf.on.create(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS)
-@kopf.on.update(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS)
+@kopf.on.resume(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
+@kopf.on.create(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
+@kopf.on.update(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
 def predict(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
     try:
-        advice = advise(
-            body, memo.store, memo.namespace_labels.get(namespace), memo.config.default_workload
-        )
+        advice = advise(body, memo.store, memo.namespace_labels.get(namespace), memo.config)
     except ProfileNotReady as exc:
         raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
     if advice is None:
         return
     patch.metadata.annotations.update(advice.annotations)
-    if advice.warning and body.get("metadata", {}).get("annotations", {}).get(annotations.ERROR) != advice.warning:
-        kopf.warn(body, reason="CannotPredict", message=advice.warning)
+    if advice.error and body.get("metadata", {}).get("annotations", {}).get(annotations.ERROR) != advice.error:
+        kopf.warn(body, reason="CannotPredict", message=advice.error)
 
 
 @kopf.on.field(
@@ -199,6 +212,7 @@ def predict(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_:
     field="status.jobDeploymentStatus",
     when=lambda status, **_: completions.is_finished(status),
     backoff=RETRY_SECONDS,
+    registry=CONTROLLER,
 )
 async def finished(body: kopf.Body, namespace: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
     """Record the actual runtime; append the run to its profile exactly once (keyed by uid and attempt)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pydantic
 
 from rayjob_advisor import annotations, planner, profiles
+from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
 
@@ -82,38 +84,45 @@ class ProfileNotReady(Exception):
 
 
 class Advice(pydantic.BaseModel):
-    """What to write on a RayJob: annotations (``None`` removes one) and, for bad input, a warning."""
+    """What to change on a RayJob: annotations (``None`` removes one), for ``enforce`` the new worker
+    groups, and warnings that explain the decision or the bad input (admission prints them)."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
     annotations: dict[str, str | None]
-    warning: str | None = None
+    worker_groups: list[dict[str, Any]] | None = None
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
 
     @classmethod
-    def error(cls, message: str) -> Advice:
-        return cls(annotations={annotations.ERROR: message}, warning=message)
+    def bad_input(cls, message: str) -> Advice:
+        return cls(annotations={annotations.ERROR: message}, warnings=(f"rayjob-advisor: {message}",), error=message)
 
 
 def advise(
     rayjob: Mapping[str, Any],
     store: profiles.ProfileStore,
     namespace_labels: Mapping[str, str] | None = None,
-    default_workload: str | None = None,
+    config: OperatorConfig = OperatorConfig(),
     now: dt.datetime | None = None,
 ) -> Advice | None:
-    """The advisor's annotations for one RayJob, or None when its mode is ``off``.
+    """The advisor's changes to one RayJob not yet running, or None when its mode is ``off``.
 
+    Always the prediction; with a deadline, the recommendation; in ``enforce``
+    mode, the scaled group resized to it (``minReplicas``/``maxReplicas``
+    widened to keep min <= replicas <= max) and ``original-replicas``.
     Bad input never raises: it becomes the ``error`` annotation and a warning.
     Raises ``ProfileNotReady`` while the profile's first fit is still running.
     """
+    now = now or dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     metadata = rayjob.get("metadata") or {}
     try:
         inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"), namespace_labels)
     except annotations.AnnotationError as exc:
-        return Advice.error(str(exc))
+        return Advice.bad_input(str(exc))
     if inputs.mode == "off":
         return None
-    inputs = inputs.model_copy(update={"workload": inputs.workload or default_workload})
+    inputs = inputs.model_copy(update={"workload": inputs.workload or config.default_workload})
     try:
         job = features_from_rayjob(rayjob, inputs)
         require_predictable(job)
@@ -123,9 +132,40 @@ def advise(
             )
         profile = profiles_find(store, metadata.get("namespace") or "default", inputs.workload)
     except (UnpredictableJob, annotations.AnnotationError, profiles.UnknownWorkload) as exc:
-        return Advice.error(str(exc))
-    result = predict(job, profile.model, profile.label, inputs.confidence, now)
-    return Advice(annotations={**result.annotations(), annotations.ERROR: None})
+        return Advice.bad_input(str(exc))
+    model = profile.model
+    result = predict(job, model, profile.label, inputs.confidence, now)
+    notes: dict[str, str | None] = {**result.annotations(), annotations.ERROR: None}
+    if inputs.deadline is None:
+        return Advice(annotations=notes)
+    created = metadata.get("creationTimestamp")
+    start = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else now
+    plan = planner.recommend(
+        job, model, inputs.deadline.resolve(start), now, inputs.confidence, model.startup_seconds_, config.prices
+    )
+    notes[annotations.RECOMMENDATION] = plan.annotation()
+    if inputs.mode != "enforce" or plan.replicas == plan.current_replicas or job.scale_group is None:
+        return Advice(annotations=notes, warnings=(f"rayjob-advisor: recommends {plan.replicas} replicas: {plan.reason}",))
+    groups, original = resized_groups(rayjob, job.scale_group.index, plan.replicas)
+    notes[annotations.ORIGINAL_REPLICAS] = annotations.compact_json(original)
+    return Advice(
+        annotations=notes,
+        worker_groups=groups,
+        warnings=(
+            f"rayjob-advisor: set {plan.group} replicas {plan.current_replicas} -> {plan.replicas}: {plan.reason}",
+        ),
+    )
+
+
+def resized_groups(rayjob: Mapping[str, Any], index: int, replicas: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The worker groups with group ``index`` at ``replicas``, and what that group had before."""
+    groups = copy.deepcopy(rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"])
+    group = groups[index]
+    original = {key: group.get(key) for key in ("groupName", "replicas", "minReplicas", "maxReplicas")}
+    group["replicas"] = replicas
+    group["minReplicas"] = min(group.get("minReplicas", replicas), replicas)
+    group["maxReplicas"] = max(group.get("maxReplicas", replicas), replicas)
+    return groups, original
 
 
 def profiles_find(store: profiles.ProfileStore, namespace: str, workload: str) -> profiles.Profile:

@@ -101,6 +101,11 @@ def observation_from_k8s(workload: str, item: dict[str, object]) -> Observation:
     return Observation.model_validate({"workload": workload, **fields})
 
 
+def observations_from_k8s(workload: str, items: Sequence[dict[str, object]] | None) -> list[Observation]:
+    """A RuntimeProfile's list of observations (``spec`` or ``status``)."""
+    return [observation_from_k8s(workload, item) for item in items or []]
+
+
 def resource_name(workload: str) -> str:
     """A DNS-1123 object name for a workload class (lower case, '-' for anything else)."""
     name = re.sub(r"[^a-z0-9-]+", "-", workload.lower()).strip("-")[:63].strip("-")
