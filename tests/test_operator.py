@@ -256,3 +256,64 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def held_rayjob(name: str, **notes: str) -> dict:
+    body = make_rayjob(
+        annotations={
+            ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64",
+            ann.MODE: "enforce", ann.DEADLINE: "60s", **notes,
+        },
+        groups=[worker_group(replicas=1, minReplicas=1, maxReplicas=4)],
+        suspend=True,
+    )  # fmt: skip
+    body["metadata"]["name"] = name
+    return body
+
+
+def group_of(api: Emulator, name: str) -> dict:
+    return api.get("rayjobs", "default", name)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+
+
+def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(api):
+    with operator(api):
+        api.create(held_rayjob("held", **{ann.RELEASE: "true"}))
+        api.wait_until(lambda: api.get("rayjobs", "default", "held")["spec"].get("suspend") is False, 60)
+    plan = json.loads(notes(api, "held")[ann.RECOMMENDATION])
+    group = group_of(api, "held")
+    assert plan["replicas"] > 1 and group["replicas"] == plan["replicas"]
+    assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    assert json.loads(notes(api, "held")[ann.ORIGINAL_REPLICAS])["replicas"] == 1
+    reasons = [e["reason"] for e in api.objects("events") if e["involvedObject"]["name"] == "held"]
+    assert reasons == ["Resized"]
+
+
+def test_a_kueue_gated_job_loses_only_our_gate_and_stays_suspended(api):
+    gates_value = "example.com/quota,rayjob-advisor.io/planner"
+    with operator(api):
+        api.create(held_rayjob("gated", **{ann.KUEUE_GATES: gates_value}))
+        api.wait_until(lambda: notes(api, "gated").get(ann.KUEUE_GATES) == "example.com/quota", 60)
+    assert api.get("rayjobs", "default", "gated")["spec"]["suspend"] is True  # Kueue's business
+    assert group_of(api, "gated")["replicas"] == json.loads(notes(api, "gated")[ann.RECOMMENDATION])["replicas"] > 1
+
+
+def test_held_jobs_with_bad_input_are_released_unchanged(api):
+    with operator(api):
+        api.create(held_rayjob("broken", **{ann.RELEASE: "true", ann.DATASET_SIZE: "many"}))
+        api.wait_until(lambda: api.get("rayjobs", "default", "broken")["spec"].get("suspend") is False, 60)
+    assert ann.ERROR in notes(api, "broken") and group_of(api, "broken")["replicas"] == 1
+
+
+def test_jobs_not_held_and_running_jobs_are_never_resized(api):
+    running = held_rayjob("running", **{ann.RELEASE: "true"})
+    api.create(running)
+    api.set_rayjob_status("default", "running", deployment_status="Running", job_status="RUNNING")
+    free = held_rayjob("free")
+    free["spec"]["suspend"] = False
+    with operator(api):
+        api.create(free)
+        wait_for_note(api, "free", ann.RECOMMENDATION)
+        api.create(rayjob("marker"))
+        wait_for_note(api, "marker", ann.PREDICTION)
+    assert group_of(api, "free")["replicas"] == 1 and ann.ORIGINAL_REPLICAS not in notes(api, "free")
+    assert group_of(api, "running")["replicas"] == 1 and ann.PREDICTION not in notes(api, "running")

@@ -27,6 +27,11 @@ EPOCHS = PREFIX + "epochs"
 BATCH_SIZE = PREFIX + "batch-size"
 CONFIDENCE = PREFIX + "confidence"
 SCALE_GROUP = PREFIX + "scale-group"
+RELEASE = PREFIX + "release"  # "true" on a suspended RayJob: we unsuspend it once planned
+
+# Kueue's admission gates: a comma-separated list of controllers a job waits for.
+KUEUE_GATES = "kueue.x-k8s.io/admission-gated-by"
+PLANNER_GATE = PREFIX + "planner"
 
 # Keys written by the advisor.
 PREDICTED_RUNTIME = PREFIX + "predicted-runtime"

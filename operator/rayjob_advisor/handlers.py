@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 import kubernetes
 
-from rayjob_advisor import annotations, completions, profiles
+from rayjob_advisor import annotations, completions, gates, profiles
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import UnpredictableJob, features_from_rayjob
 from rayjob_advisor.observations import Observation
@@ -196,15 +196,31 @@ def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
 @kopf.on.create(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
 @kopf.on.update(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
 def predict(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+    """Predict (and plan) a RayJob that has not started; a job held for us is also resized and released."""
     try:
         advice = advise(body, memo.store, memo.namespace_labels.get(namespace), memo.config)
     except ProfileNotReady as exc:
         raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
-    if advice is None:
-        return
-    patch.metadata.annotations.update(advice.annotations)
-    if advice.error and body.get("metadata", {}).get("annotations", {}).get(annotations.ERROR) != advice.error:
-        kopf.warn(body, reason="CannotPredict", message=advice.error)
+    held = gates.hold(body)
+    if advice is not None:
+        resize = held is not None and advice.worker_groups is not None
+        patch.metadata.annotations.update(advice.resize_annotations() if resize else advice.annotations)
+        if advice.error and body.get("metadata", {}).get("annotations", {}).get(annotations.ERROR) != advice.error:
+            kopf.warn(body, reason="CannotPredict", message=advice.error)
+        if resize:
+            patch.spec["rayClusterSpec"] = {"workerGroupSpecs": advice.worker_groups}
+            kopf.info(body, reason="Resized", message=advice.warnings[0].removeprefix("rayjob-advisor: "))
+    if held:  # released whatever the advice: a RayJob is never left waiting for us
+        _merge_into(patch, gates.release(body, held))
+
+
+def _merge_into(target: dict[str, Any], merge_patch: Mapping[str, Any]) -> None:
+    """Add a merge patch to kopf's patch (a nested dict) without dropping what is already there."""
+    for key, value in merge_patch.items():
+        if isinstance(value, Mapping):
+            _merge_into(target.setdefault(key, {}), value)
+        else:
+            target[key] = value
 
 
 @kopf.on.field(

@@ -85,12 +85,18 @@ class ProfileNotReady(Exception):
 
 class Advice(pydantic.BaseModel):
     """What to change on a RayJob: annotations (``None`` removes one), for ``enforce`` the new worker
-    groups, and warnings that explain the decision or the bad input (admission prints them)."""
+    groups with the ``original-replicas`` value to record when they are applied, and warnings that
+    explain the decision or the bad input (admission prints them)."""
+
+    def resize_annotations(self) -> dict[str, str | None]:
+        """The annotations to write when ``worker_groups`` is applied too."""
+        return {**self.annotations, annotations.ORIGINAL_REPLICAS: self.original_replicas}
 
     model_config = pydantic.ConfigDict(frozen=True)
 
     annotations: dict[str, str | None]
     worker_groups: list[dict[str, Any]] | None = None
+    original_replicas: str | None = None
     warnings: tuple[str, ...] = ()
     error: str | None = None
 
@@ -147,10 +153,10 @@ def advise(
     if inputs.mode != "enforce" or plan.replicas == plan.current_replicas or job.scale_group is None:
         return Advice(annotations=notes, warnings=(f"rayjob-advisor: recommends {plan.replicas} replicas: {plan.reason}",))
     groups, original = resized_groups(rayjob, job.scale_group.index, plan.replicas)
-    notes[annotations.ORIGINAL_REPLICAS] = annotations.compact_json(original)
     return Advice(
         annotations=notes,
         worker_groups=groups,
+        original_replicas=annotations.compact_json(original),
         warnings=(
             f"rayjob-advisor: set {plan.group} replicas {plan.current_replicas} -> {plan.replicas}: {plan.reason}",
         ),

@@ -70,7 +70,9 @@ def admit(
         return
     if advice is None:
         return
-    patch.metadata.annotations.update(advice.annotations)
-    if advice.worker_groups is not None:
+    if advice.worker_groups is None:
+        patch.metadata.annotations.update(advice.annotations)
+    else:
+        patch.metadata.annotations.update(advice.resize_annotations())
         patch.spec["rayClusterSpec"] = {"workerGroupSpecs": advice.worker_groups}
     warnings.extend(advice.warnings)
