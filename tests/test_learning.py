@@ -111,3 +111,23 @@ def test_refitter_fits_in_the_background_and_publishes():
         assert store.find("ns", "synthetic").model is not None
     finally:
         refitter.stop()
+
+
+@pytest.mark.parametrize(
+    ("deadline", "outcome", "margin"),
+    [("2h", "met", 7200 - 690), ("10m", "missed", 600 - 690), ("2026-12-02T10:11:30Z", "met", 0)],
+)
+def test_deadline_outcomes_say_by_how_much(deadline, outcome, margin):
+    rayjob = finished_rayjob()
+    rayjob["metadata"]["annotations"][ann.DEADLINE] = deadline
+    result = completions.deadline_outcome(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+    assert (result.outcome, result.margin_seconds) == (outcome, margin)
+    assert ("before" if margin >= 0 else "after") in result.message()
+
+
+def test_failed_jobs_with_a_deadline_count_as_failed_and_jobs_without_one_do_not_count():
+    rayjob = finished_rayjob("Failed", "FAILED")
+    rayjob["metadata"]["annotations"][ann.DEADLINE] = "2h"
+    assert completions.deadline_outcome(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"])).outcome == "failed"
+    plain = finished_rayjob()
+    assert completions.deadline_outcome(plain, ann.parse_inputs(plain["metadata"]["annotations"])) is None

@@ -317,3 +317,17 @@ def test_jobs_not_held_and_running_jobs_are_never_resized(api):
         wait_for_note(api, "marker", ann.PREDICTION)
     assert group_of(api, "free")["replicas"] == 1 and ann.ORIGINAL_REPLICAS not in notes(api, "free")
     assert group_of(api, "running")["replicas"] == 1 and ann.PREDICTION not in notes(api, "running")
+
+
+def test_deadline_outcomes_are_reported_at_completion(api):
+    with operator(api):
+        api.create(rayjob("early", **{ann.DEADLINE: "1h"}))
+        api.create(rayjob("late", **{ann.DEADLINE: "5m"}))
+        for name in ("early", "late"):
+            wait_for_note(api, name, ann.PREDICTION)
+            finish(api, name, minutes=10)
+            wait_for_note(api, name, ann.ACTUAL_RUNTIME_SECONDS)
+    def reasons(name):
+        return {e["reason"]: e["type"] for e in api.objects("events") if e["involvedObject"]["name"] == name}
+    assert reasons("early")["DeadlineMet"] == "Normal"
+    assert reasons("late")["DeadlineMissed"] == "Warning"

@@ -96,3 +96,32 @@ def _predicted(metadata: Mapping[str, Any]) -> float | None:
         return float(json.loads(raw)["p50"]) if raw else None
     except (ValueError, KeyError, TypeError):
         return None
+
+
+class DeadlineOutcome(pydantic.BaseModel):
+    """Whether a finished RayJob met its deadline: ``met``, ``missed`` or ``failed``, and by how much."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    outcome: str
+    deadline: dt.datetime
+    margin_seconds: float | None = None  # deadline - end: positive when met, negative when missed
+
+    def message(self) -> str:
+        if self.margin_seconds is None:
+            return f"the job failed; its deadline was {self.deadline.isoformat()}"
+        word = "before" if self.margin_seconds >= 0 else "after"
+        return f"finished {annotations.format_duration(abs(self.margin_seconds))} {word} its deadline"
+
+
+def deadline_outcome(rayjob: Mapping[str, Any], inputs: annotations.AdvisorInputs) -> DeadlineOutcome | None:
+    """The deadline outcome of a finished RayJob that had a deadline (None without one)."""
+    if inputs.deadline is None:
+        return None
+    metadata, status = rayjob.get("metadata") or {}, rayjob.get("status") or {}
+    deadline = inputs.deadline.resolve(_time(metadata.get("creationTimestamp"), "metadata.creationTimestamp"))
+    if status.get("jobDeploymentStatus") != "Complete" or status.get("jobStatus") != "SUCCEEDED":
+        return DeadlineOutcome(outcome="failed", deadline=deadline)
+    ended = _time((status.get("rayJobInfo") or {}).get("endTime"), "status.rayJobInfo.endTime")
+    margin = (deadline - ended).total_seconds()
+    return DeadlineOutcome(outcome="met" if margin >= 0 else "missed", deadline=deadline, margin_seconds=margin)

@@ -40,7 +40,8 @@ class Memo:
     namespace_labels: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     refitter: profiles.Refitter | None = None
     api: kubernetes.client.CustomObjectsApi | None = None
-    unlearned: dict[str, int] = dataclasses.field(default_factory=dict)
+    unlearned: dict[str, int] = dataclasses.field(default_factory=dict)  # finished jobs not learned from, by outcome
+    deadline_outcomes: dict[str, int] = dataclasses.field(default_factory=dict)  # met / missed / failed
 
     def __post_init__(self) -> None:
         self.store = profiles.ProfileStore(shipped=self.config.shipped_profiles)
@@ -230,27 +231,36 @@ def _merge_into(target: dict[str, Any], merge_patch: Mapping[str, Any]) -> None:
     backoff=RETRY_SECONDS,
     registry=CONTROLLER,
 )
-async def finished(body: kopf.Body, namespace: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
-    """Record the actual runtime; append the run to its profile exactly once (keyed by uid and attempt)."""
+async def finished(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+    """Record the actual runtime and the deadline outcome; append the run to its profile exactly once."""
     metadata = body.get("metadata", {})
     try:
         inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
         inputs = inputs.model_copy(update={"workload": inputs.workload or memo.config.default_workload})
-        job = features_from_rayjob(body, inputs) if inputs.workload else None
+    except annotations.AnnotationError:
+        inputs = None
+    try:
+        job = features_from_rayjob(body, inputs) if inputs is not None and inputs.workload else None
     except (annotations.AnnotationError, UnpredictableJob):
         job = None
     try:
         result = completions.completion(body, job)
+        outcome = completions.deadline_outcome(body, inputs) if inputs is not None else None
     except ValueError as exc:
         kopf.warn(body, reason="CannotLearn", message=f"finished RayJob has a malformed status: {exc}")
         return
+    if outcome is not None:
+        memo.deadline_outcomes[outcome.outcome] = memo.deadline_outcomes.get(outcome.outcome, 0) + 1
+        reason = {"met": "DeadlineMet", "missed": "DeadlineMissed", "failed": "DeadlineFailed"}[outcome.outcome]
+        (kopf.info if outcome.outcome == "met" else kopf.warn)(body, reason=reason, message=outcome.message())
     if result.observation is None:
         memo.unlearned[result.outcome] = memo.unlearned.get(result.outcome, 0) + 1
         return
     appended = await asyncio.to_thread(append_observation, memo, namespace, result.observation)
     patch.metadata.annotations.update(result.annotations())
     if appended:
-        kopf.info(body, reason="Learned", message=f"actual runtime {result.observation.execution_seconds:.0f}s added to profile {result.observation.workload}")
+        seconds = result.observation.execution_seconds
+        kopf.info(body, reason="Learned", message=f"actual runtime {seconds:.0f}s added to profile {result.observation.workload}")
 
 
 def append_observation(memo: Memo, namespace: str, observation: Observation) -> bool:
