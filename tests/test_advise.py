@@ -128,3 +128,11 @@ def test_resizing_widens_min_and_max_only_as_needed():
     assert original == {"groupName": "b", "replicas": 2, "minReplicas": 2, "maxReplicas": 3}
     groups, _ = resized_groups(rayjob, 1, 1)
     assert (groups[1]["replicas"], groups[1]["minReplicas"], groups[1]["maxReplicas"]) == (1, 1, 3)
+
+
+def test_enforce_never_resizes_groups_the_autoscaler_owns(store):
+    rayjob = deadline_job("enforce", deadline="20s")
+    rayjob["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+    advice = advise(rayjob, store, now=NOW)
+    plan = json.loads(advice.annotations[ann.RECOMMENDATION])
+    assert advice.worker_groups is None and plan["replicas"] == plan["currentReplicas"] == 1

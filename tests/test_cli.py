@@ -144,3 +144,11 @@ def test_predict_with_a_deadline_gives_the_recommendation(capsys, profile_csv, t
     assert recommendation["replicas"] == min(fitting, key=lambda r: (r["cost"], r["replicas"]))["replicas"]
     status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv)
     assert "decision:" in out
+
+
+def test_run_rejects_bad_settings_with_one_line(capsys, monkeypatch):
+    status, _, err = run(capsys, "run", "--role", "webhook", "--kube-api", "http://127.0.0.1:9")
+    assert status == 2 and "bad settings: settings: Value error, the webhook role needs tls_cert_file" in err
+    monkeypatch.setenv("RAYJOB_ADVISOR_LIVENESS_PORT", "eighty")
+    status, _, err = run(capsys, "run")
+    assert status == 2 and "bad settings: liveness_port: Input should be a valid integer" in err

@@ -16,7 +16,7 @@ import pydantic
 import yaml
 
 from rayjob_advisor import annotations, features, planner, prediction, profiles
-from rayjob_advisor.config import load_config
+from rayjob_advisor.config import OperatorConfig, load_config
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, ObservationsError, read_observations
@@ -100,11 +100,15 @@ def _parser() -> argparse.ArgumentParser:
     profile.set_defaults(handler=_profile)
 
     run = commands.add_parser("run", help="run the operator (settings also from RAYJOB_ADVISOR_* variables)")
+    run.add_argument("--role", choices=("controller", "webhook"), help="default: controller")
     run.add_argument("--namespace", action="append", dest="namespaces", help="watch this namespace (repeatable; default all)")
     run.add_argument("--log-format", choices=("text", "json"))
     run.add_argument("--liveness-port", type=int, help="port of /healthz (0: none; default 8080)")
     run.add_argument("--default-workload", help="profile for RayJobs that name no workload")
     run.add_argument("--kube-api", help="API server URL, e.g. of kubectl proxy (default: in-cluster or kubeconfig)")
+    run.add_argument("--webhook-port", type=int, help="webhook role: HTTPS port (default 8443)")
+    run.add_argument("--tls-cert-file", help="webhook role: certificate (PEM)")
+    run.add_argument("--tls-key-file", help="webhook role: private key (PEM)")
     run.set_defaults(handler=_run)
     return parser
 
@@ -225,11 +229,14 @@ def _run(args: argparse.Namespace) -> None:
 
     from rayjob_advisor import handlers
 
-    flags = {key: getattr(args, key) for key in ("namespaces", "log_format", "liveness_port", "default_workload", "kube_api")}
+    flags = {key: value for key, value in vars(args).items() if key in OperatorConfig.model_fields}
     try:
         config = load_config(flags)
     except pydantic.ValidationError as exc:
-        raise CliError(f"bad settings: {exc}") from None
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+        raise CliError(f"bad settings: {problems}") from None
     log_format = kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=False, log_format=log_format)
     asyncio.run(kopf.operator(**handlers.operator_arguments(config)))
