@@ -80,7 +80,7 @@ def no_op(api: Emulator) -> Operator:
 
 
 def advisor(api: Emulator) -> Operator:
-    arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0))
+    arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0, metrics_port=0))
     memo = arguments["memo"]
     settings = operator_settings()
     settings.persistence = arguments["settings"].persistence

@@ -117,7 +117,9 @@ def latencies(requests: int) -> None:
     results = {}
     for name in ("no-op mutate handler", "rayjob-advisor webhook"):
         port = free_port()
-        config = OperatorConfig(role="webhook", liveness_port=0, webhook_port=port, tls_cert_file=str(cert), tls_key_file=str(key))
+        config = OperatorConfig(
+            role="webhook", liveness_port=0, metrics_port=0, webhook_port=port, tls_cert_file=str(cert), tls_key_file=str(key)
+        )
         with Emulator() as api:
             arguments = handlers.operator_arguments(config.model_copy(update={"kube_api": api.url}))
             settings = operator_settings()

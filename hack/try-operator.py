@@ -38,7 +38,7 @@ def kubeconfig(url: str) -> dict:
 
 def main() -> None:
     with Emulator() as api:
-        arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0))
+        arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0, metrics_port=0))
         settings = operator_settings()
         settings.persistence = arguments["settings"].persistence
         with run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=60):

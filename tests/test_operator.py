@@ -6,6 +6,7 @@ import copy
 import datetime as dt
 import json
 import os
+import platform
 import re
 import signal
 import socket
@@ -14,11 +15,12 @@ import sys
 import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import make_rayjob, sample_rayjobs, worker_group
 from emulator import Emulator, operator_settings, rfc3339, run_operator
+from rayjob_advisor import __version__, handlers, profiles
 from rayjob_advisor import annotations as ann
-from rayjob_advisor import handlers, profiles
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.observations import Observation
 
@@ -64,11 +66,10 @@ def api():
         assert not [v for v in emulator.violations if v.rejected], "the operator wrote an invalid object"
 
 
-def operator(api: Emulator):
+def operator(api: Emulator, **config: object):
     """A fresh operator run (own memo, so a restart forgets everything in memory)."""
-    arguments = handlers.operator_arguments(
-        OperatorConfig(kube_api=api.url, liveness_port=0, refit_interval_seconds=0.1, shipped_profiles=False)
-    )
+    defaults = {"liveness_port": 0, "metrics_port": 0, "refit_interval_seconds": 0.1, "shipped_profiles": False}
+    arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, **{**defaults, **config}))
     settings = operator_settings()
     settings.persistence = arguments["settings"].persistence
     return run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=30)
@@ -232,9 +233,14 @@ def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(api):
     assert "spec.clusterSelector runs the job on an existing RayCluster" in errors["ray-job-use-existing-raycluster"]
 
 
-def test_the_run_command_serves_liveness_and_logs_json(api, tmp_path):
-    port = free_port()
-    environ = {**os.environ, "RAYJOB_ADVISOR_SHIPPED_PROFILES": "false", "RAYJOB_ADVISOR_REFIT_INTERVAL_SECONDS": "0.2"}
+def test_the_run_command_serves_liveness_metrics_and_logs_json(api, tmp_path):
+    port, metrics_port = free_port(), free_port()
+    environ = {
+        **os.environ,
+        "RAYJOB_ADVISOR_SHIPPED_PROFILES": "false",
+        "RAYJOB_ADVISOR_REFIT_INTERVAL_SECONDS": "0.2",
+        "RAYJOB_ADVISOR_METRICS_PORT": str(metrics_port),
+    }
     command = [sys.executable, "-m", "rayjob_advisor.cli", "run", "--kube-api", api.url,
                "--liveness-port", str(port), "--log-format", "json"]  # fmt: skip
     log = (tmp_path / "operator.log").open("w+")
@@ -244,6 +250,7 @@ def test_the_run_command_serves_liveness_and_logs_json(api, tmp_path):
         wait_for_note(api, "train", ann.PREDICTION, timeout=90)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
             assert response.status == 200
+        assert any(name == "rayjob_advisor_build_info" for name, _ in scrape(metrics_port))
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
@@ -331,3 +338,43 @@ def test_deadline_outcomes_are_reported_at_completion(api):
         return {e["reason"]: e["type"] for e in api.objects("events") if e["involvedObject"]["name"] == name}
     assert reasons("early")["DeadlineMet"] == "Normal"
     assert reasons("late")["DeadlineMissed"] == "Warning"
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample on /metrics, by name and sorted labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_metrics_follow_a_job_from_prediction_to_outcome(api):
+    port = free_port()
+    with operator(api, metrics_port=port, metrics_job_ttl_seconds=2):
+        api.create(rayjob("train", **{ann.DEADLINE: "1h"}))
+        api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
+        predicted = float(wait_for_note(api, "train", ann.PREDICTED_RUNTIME_SECONDS))
+        wait_for_note(api, "mystery", ann.ERROR)
+        uid = api.get("rayjobs", "default", "train")["metadata"]["uid"]
+        job = (("name", "train"), ("namespace", "default"), ("uid", uid))
+        before = scrape(port)
+        finish(api, "train", minutes=10)
+        wait_for_note(api, "train", ann.ACTUAL_RUNTIME_SECONDS)
+        after = scrape(port)
+        gone = api.wait_until(lambda: ("rayjob_advisor_actual_runtime_seconds", job) not in scrape(port) or None, 30)
+    assert before[("rayjob_advisor_predicted_runtime_seconds", job)] == pytest.approx(predicted, abs=0.05)
+    assert before[("rayjob_advisor_predictions_total", (("result", "predicted"), ("workload", WORKLOAD)))] == 1
+    assert before[("rayjob_advisor_predictions_total", (("result", "error"), ("workload", "bert")))] == 1
+    model = [key for key in before if key[0] == "rayjob_advisor_model_cv_error_ratio"]
+    assert [dict(labels)["profile"] for _, labels in model] == [f"default/{WORKLOAD}"]
+    assert ("rayjob_advisor_build_info", (("python", platform.python_version()), ("version", __version__))) in before
+    assert after[("rayjob_advisor_actual_runtime_seconds", job)] == 600.0
+    error = (("workload", WORKLOAD),)
+    assert after[("rayjob_advisor_prediction_error_ratio_count", error)] == 1
+    assert after[("rayjob_advisor_prediction_error_ratio_sum", error)] == pytest.approx(abs(predicted - 600) / 600, abs=1e-3)
+    assert after.get(("rayjob_advisor_underestimates_total", error), 0) == (1 if predicted < 600 else 0)
+    assert after[("rayjob_advisor_deadline_outcomes_total", (("outcome", "met"),))] == 1
+    assert gone  # per-job series expire after the job ends

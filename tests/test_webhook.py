@@ -69,7 +69,7 @@ def webhook(tmp_path_factory):
     with Emulator() as api:
         api.create(profile_manifest())
         config = OperatorConfig(
-            role="webhook", kube_api=api.url, liveness_port=0, webhook_port=port, shipped_profiles=False,
+            role="webhook", kube_api=api.url, liveness_port=0, metrics_port=0, webhook_port=port, shipped_profiles=False,
             tls_cert_file=str(cert), tls_key_file=str(key), refit_interval_seconds=0.1,
         )  # fmt: skip
         arguments = handlers.operator_arguments(config)

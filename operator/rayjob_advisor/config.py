@@ -36,6 +36,10 @@ class OperatorConfig(pydantic.BaseModel):
     )
     refit_interval_seconds: float = pydantic.Field(default=2.0, gt=0, description="how often stale profiles refit")
     shipped_profiles: bool = pydantic.Field(default=True, description="fall back on the embedded default profiles")
+    metrics_port: int = pydantic.Field(default=9090, ge=0, le=65535, description="/metrics port; 0: none")
+    metrics_job_ttl_seconds: float = pydantic.Field(
+        default=600.0, ge=0, description="how long per-job gauges stay after the job ends"
+    )
     webhook_port: int = pydantic.Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook role")
     tls_cert_file: str | None = pydantic.Field(default=None, description="the webhook's certificate (PEM)")
     tls_key_file: str | None = pydantic.Field(default=None, description="the webhook's private key (PEM)")

@@ -20,6 +20,7 @@ import kubernetes
 from rayjob_advisor import annotations, completions, gates, profiles
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import UnpredictableJob, features_from_rayjob
+from rayjob_advisor.metrics import Metrics
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.prediction import ProfileNotReady, advise
 
@@ -38,13 +39,13 @@ class Memo:
     config: OperatorConfig
     store: profiles.ProfileStore = dataclasses.field(init=False)
     namespace_labels: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    metrics: Metrics = dataclasses.field(init=False)
     refitter: profiles.Refitter | None = None
     api: kubernetes.client.CustomObjectsApi | None = None
-    unlearned: dict[str, int] = dataclasses.field(default_factory=dict)  # finished jobs not learned from, by outcome
-    deadline_outcomes: dict[str, int] = dataclasses.field(default_factory=dict)  # met / missed / failed
 
     def __post_init__(self) -> None:
         self.store = profiles.ProfileStore(shipped=self.config.shipped_profiles)
+        self.metrics = Metrics(job_ttl=self.config.metrics_job_ttl_seconds)
 
 
 class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
@@ -128,8 +129,9 @@ def start(memo: Memo, **_: Any) -> None:
         listings = [memo.api.list_cluster_custom_object(*PROFILES)]
     for item in (item for listing in listings for item in listing["items"]):
         load_profile(memo, item["metadata"]["namespace"], item["metadata"]["name"], item["spec"], item.get("status") or {})
-    publish = (lambda p: publish_fit(memo, p)) if memo.config.role == "controller" else (lambda p: None)
-    memo.refitter = profiles.Refitter(memo.store, publish, memo.config.refit_interval_seconds)
+    if memo.config.metrics_port:
+        memo.metrics.serve(memo.config.metrics_port)
+    memo.refitter = profiles.Refitter(memo.store, lambda p: publish_fit(memo, p), memo.config.refit_interval_seconds)
     memo.refitter.start()
 
 
@@ -140,8 +142,10 @@ def stop(memo: Memo, **_: Any) -> None:
 
 
 def publish_fit(memo: Memo, profile: profiles.Profile) -> None:
-    """Show a new fit in its RuntimeProfile's ``status.model`` (shipped profiles have none)."""
-    if profile.namespace is None or profile.name is None or memo.api is None:
+    """Export a new fit's error; the controller also shows it in the RuntimeProfile's ``status.model``."""
+    if profile.model is not None:
+        memo.metrics.profile_fitted(profile.label, profile.model.selected_, profile.model.cv_mape_)
+    if memo.config.role != "controller" or profile.namespace is None or profile.name is None or memo.api is None:
         return
     memo.api.patch_namespaced_custom_object_status(
         *PROFILES[:2], profile.namespace, PROFILES[2], profile.name, {"status": {"model": profile.model_status()}}
@@ -196,7 +200,7 @@ def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
 @kopf.on.resume(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
 @kopf.on.create(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
 @kopf.on.update(*RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=CONTROLLER)
-def predict(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+def predict(body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
     """Predict (and plan) a RayJob that has not started; a job held for us is also resized and released."""
     try:
         advice = advise(body, memo.store, memo.namespace_labels.get(namespace), memo.config)
@@ -204,11 +208,15 @@ def predict(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_:
         raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
     held = gates.hold(body)
     if advice is not None:
+        memo.metrics.predictions.labels(advice.workload or "", "error" if advice.error else "predicted").inc()
+        if advice.p50 is not None:
+            memo.metrics.jobs.set((namespace, name, uid), predicted=advice.p50)
         resize = held is not None and advice.worker_groups is not None
         patch.metadata.annotations.update(advice.resize_annotations() if resize else advice.annotations)
         if advice.error and body.get("metadata", {}).get("annotations", {}).get(annotations.ERROR) != advice.error:
             kopf.warn(body, reason="CannotPredict", message=advice.error)
         if resize:
+            memo.metrics.rewrites.labels("controller").inc()
             patch.spec["rayClusterSpec"] = {"workerGroupSpecs": advice.worker_groups}
             kopf.info(body, reason="Resized", message=advice.warnings[0].removeprefix("rayjob-advisor: "))
     if held:  # released whatever the advice: a RayJob is never left waiting for us
@@ -231,7 +239,7 @@ def _merge_into(target: dict[str, Any], merge_patch: Mapping[str, Any]) -> None:
     backoff=RETRY_SECONDS,
     registry=CONTROLLER,
 )
-async def finished(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+async def finished(body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
     """Record the actual runtime and the deadline outcome; append the run to its profile exactly once."""
     metadata = body.get("metadata", {})
     try:
@@ -249,13 +257,20 @@ async def finished(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Mem
     except ValueError as exc:
         kopf.warn(body, reason="CannotLearn", message=f"finished RayJob has a malformed status: {exc}")
         return
+    job_key = (namespace, name, uid)
+    memo.metrics.jobs.finish(job_key, result.observation.execution_seconds if result.observation else None)
     if outcome is not None:
-        memo.deadline_outcomes[outcome.outcome] = memo.deadline_outcomes.get(outcome.outcome, 0) + 1
+        memo.metrics.deadline_outcomes.labels(outcome.outcome).inc()
         reason = {"met": "DeadlineMet", "missed": "DeadlineMissed", "failed": "DeadlineFailed"}[outcome.outcome]
         (kopf.info if outcome.outcome == "met" else kopf.warn)(body, reason=reason, message=outcome.message())
     if result.observation is None:
-        memo.unlearned[result.outcome] = memo.unlearned.get(result.outcome, 0) + 1
+        memo.metrics.unlearned.labels(result.outcome).inc()
         return
+    workload = result.observation.workload or ""
+    if result.relative_error is not None:
+        memo.metrics.prediction_error.labels(workload).observe(result.relative_error)
+        if result.predicted_seconds < result.observation.execution_seconds:
+            memo.metrics.underestimates.labels(workload).inc()
     appended = await asyncio.to_thread(append_observation, memo, namespace, result.observation)
     patch.metadata.annotations.update(result.annotations())
     if appended:

@@ -95,14 +95,18 @@ class Advice(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(frozen=True)
 
     annotations: dict[str, str | None]
+    workload: str | None = None
+    p50: float | None = None
     worker_groups: list[dict[str, Any]] | None = None
     original_replicas: str | None = None
     warnings: tuple[str, ...] = ()
     error: str | None = None
 
     @classmethod
-    def bad_input(cls, message: str) -> Advice:
-        return cls(annotations={annotations.ERROR: message}, warnings=(f"rayjob-advisor: {message}",), error=message)
+    def bad_input(cls, message: str, workload: str | None = None) -> Advice:
+        return cls(
+            annotations={annotations.ERROR: message}, workload=workload, warnings=(f"rayjob-advisor: {message}",), error=message
+        )
 
 
 def advise(
@@ -138,12 +142,13 @@ def advise(
             )
         profile = profiles_find(store, metadata.get("namespace") or "default", inputs.workload)
     except (UnpredictableJob, annotations.AnnotationError, profiles.UnknownWorkload) as exc:
-        return Advice.bad_input(str(exc))
+        return Advice.bad_input(str(exc), inputs.workload)
     model = profile.model
     result = predict(job, model, profile.label, inputs.confidence, now)
     notes: dict[str, str | None] = {**result.annotations(), annotations.ERROR: None}
+    known = {"workload": inputs.workload, "p50": result.p50}
     if inputs.deadline is None:
-        return Advice(annotations=notes)
+        return Advice(annotations=notes, **known)
     created = metadata.get("creationTimestamp")
     start = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else now
     plan = planner.recommend(
@@ -151,10 +156,13 @@ def advise(
     )
     notes[annotations.RECOMMENDATION] = plan.annotation()
     if inputs.mode != "enforce" or plan.replicas == plan.current_replicas or job.scale_group is None:
-        return Advice(annotations=notes, warnings=(f"rayjob-advisor: recommends {plan.replicas} replicas: {plan.reason}",))
+        return Advice(
+            annotations=notes, warnings=(f"rayjob-advisor: recommends {plan.replicas} replicas: {plan.reason}",), **known
+        )
     groups, original = resized_groups(rayjob, job.scale_group.index, plan.replicas)
     return Advice(
         annotations=notes,
+        **known,
         worker_groups=groups,
         original_replicas=annotations.compact_json(original),
         warnings=(

@@ -5,7 +5,7 @@ group before KubeRay builds the cluster. It is fail-open: it never denies
 a RayJob, whatever goes wrong (bad annotations, a profile not yet fitted,
 our own bug); the reason goes back as an admission warning, which
 ``kubectl apply`` prints. It has no side effects, so ``dryRun`` requests are
-answered the same way. Webhook replicas watch RuntimeProfiles read-only and
+answered the same way (and not counted as rewrites). Webhook replicas watch RuntimeProfiles read-only and
 fit them themselves: they write nothing to the cluster.
 """
 
@@ -57,22 +57,40 @@ def profile_seen(
     *handlers.RAYJOBS, operations=["CREATE"], id="advise", ignore_failures=True, side_effects=False, registry=WEBHOOK
 )
 def admit(
-    body: kopf.Body, namespace: str, patch: kopf.Patch, warnings: list[str], memo: handlers.Memo, logger: Any, **_: Any
+    body: kopf.Body,
+    namespace: str,
+    patch: kopf.Patch,
+    warnings: list[str],
+    dryrun: bool,
+    memo: handlers.Memo,
+    logger: Any,
+    **_: Any,
 ) -> None:
+    with memo.metrics.admission_duration.time():
+        rewritten = _admit(body, namespace, patch, warnings, memo, logger)
+    if rewritten and not dryrun:
+        memo.metrics.rewrites.labels("webhook").inc()
+
+
+def _admit(
+    body: kopf.Body, namespace: str, patch: kopf.Patch, warnings: list[str], memo: handlers.Memo, logger: Any
+) -> bool:
+    """Fill the patch and the warnings; True when the worker groups were resized."""
     try:
         advice = advise(body, memo.store, memo.namespace_labels.get(namespace), memo.config)
     except ProfileNotReady as exc:
         warnings.append(f"rayjob-advisor: {exc}; admitted unchanged, the controller will predict shortly")
-        return
+        return False
     except Exception:  # noqa: BLE001 - fail open: our bug must never block a RayJob
         logger.exception("advice failed; admitting the RayJob unchanged")
         warnings.append("rayjob-advisor: internal error; admitted unchanged")
-        return
+        return False
     if advice is None:
-        return
+        return False
+    warnings.extend(advice.warnings)
     if advice.worker_groups is None:
         patch.metadata.annotations.update(advice.annotations)
-    else:
-        patch.metadata.annotations.update(advice.resize_annotations())
-        patch.spec["rayClusterSpec"] = {"workerGroupSpecs": advice.worker_groups}
-    warnings.extend(advice.warnings)
+        return False
+    patch.metadata.annotations.update(advice.resize_annotations())
+    patch.spec["rayClusterSpec"] = {"workerGroupSpecs": advice.worker_groups}
+    return True

@@ -1,0 +1,98 @@
+"""Prometheus metrics (DESIGN §7): the advisor's own accuracy, decisions and speed, on ``/metrics``.
+
+Per-job gauges are labelled ``namespace, name, uid`` (as KubeRay's
+``kuberay_job_execution_duration_seconds`` is, so the two join) and expire
+``job_ttl`` seconds after the job finished, so finished jobs do not pile up
+as series forever.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from rayjob_advisor import __version__
+
+PREFIX = "rayjob_advisor_"
+ERROR_BUCKETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0)
+ADMISSION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+JOB_LABELS = ("namespace", "name", "uid")
+
+
+class JobGauges(Collector):
+    """``predicted_runtime_seconds`` and ``actual_runtime_seconds`` per job, dropped ``ttl`` s after it ends."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._jobs: dict[tuple[str, str, str], dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def set(self, job: tuple[str, str, str], **values: float) -> None:
+        with self._lock:
+            self._jobs.setdefault(job, {}).update(values)
+
+    def finish(self, job: tuple[str, str, str], actual: float | None) -> None:
+        extra = {"actual": actual} if actual is not None else {}
+        self.set(job, expires=time.monotonic() + self.ttl, **extra)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = time.monotonic()
+        with self._lock:
+            for job in [j for j, v in self._jobs.items() if v.get("expires", now + 1) <= now]:
+                del self._jobs[job]
+            jobs = {job: dict(values) for job, values in self._jobs.items()}
+        for key, help_text in (
+            ("predicted", "the advisor's median prediction of the job's execution time"),
+            ("actual", "the job's measured execution time (rayJobInfo end - start)"),
+        ):
+            family = GaugeMetricFamily(f"{PREFIX}{key}_runtime_seconds", help_text, labels=JOB_LABELS)
+            for job, values in jobs.items():
+                if key in values:
+                    family.add_metric(job, values[key])
+            yield family
+
+
+class Metrics:
+    """Every metric the controller and the webhook export, in their own registry."""
+
+    def __init__(self, job_ttl: float = 600.0) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.predictions = Counter(f"{PREFIX}predictions", "RayJobs predicted, or not (result=error)", ["workload", "result"], registry=r)
+        self.prediction_error = Histogram(
+            f"{PREFIX}prediction_error_ratio", "|predicted - actual| / actual of finished jobs", ["workload"],
+            buckets=ERROR_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.underestimates = Counter(f"{PREFIX}underestimates", "finished jobs that ran longer than predicted", ["workload"], registry=r)
+        self.rewrites = Counter(f"{PREFIX}rewrites", "RayJobs resized in enforce mode", ["path"], registry=r)
+        self.deadline_outcomes = Counter(f"{PREFIX}deadline_outcomes", "finished jobs with a deadline", ["outcome"], registry=r)
+        self.unlearned = Counter(f"{PREFIX}jobs_not_learned", "finished jobs not learned from, by outcome", ["outcome"], registry=r)
+        self.model_cv_error = Gauge(
+            f"{PREFIX}model_cv_error_ratio", "cross-validated MAPE of each profile's selected model", ["profile", "model"], registry=r
+        )
+        self.admission_duration = Histogram(
+            f"{PREFIX}admission_duration_seconds", "time to answer an AdmissionReview", buckets=ADMISSION_BUCKETS, registry=r
+        )
+        build = Gauge(f"{PREFIX}build_info", "version of the running advisor", ["version", "python"], registry=r)
+        build.labels(__version__, platform.python_version()).set(1)
+        self.jobs = JobGauges(job_ttl)
+        r.register(self.jobs)
+        self._models: dict[str, str] = {}
+
+    def serve(self, port: int) -> None:
+        """``/metrics`` on ``port`` (a background thread)."""
+        start_http_server(port, registry=self.registry)
+
+    def profile_fitted(self, profile: str, model: str, cv_error: float) -> None:
+        """One series per profile: the previous model's goes when the selection changes."""
+        previous = self._models.get(profile)
+        if previous is not None and previous != model:
+            self.model_cv_error.remove(profile, previous)
+        self._models[profile] = model
+        self.model_cv_error.labels(profile, model).set(cv_error)
