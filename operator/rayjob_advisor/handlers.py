@@ -113,6 +113,7 @@ def operator_arguments(config: OperatorConfig) -> dict[str, Any]:
         "registry": webhook.WEBHOOK if config.role == "webhook" else CONTROLLER,
         "settings": settings,
         "memo": Memo(config),
+        "standalone": True,  # one controller replica (Recreate); webhook replicas only read: no peering needed
         "clusterwide": not config.namespaces,
         "namespaces": list(config.namespaces),
         "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,

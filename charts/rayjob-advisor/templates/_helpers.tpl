@@ -1,0 +1,54 @@
+{{- define "rayjob-advisor.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rayjob-advisor.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "rayjob-advisor.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "rayjob-advisor.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The pod security every container of the chart runs with. */}}
+{{- define "rayjob-advisor.podSecurity" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 10001
+  runAsGroup: 10001
+  seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+{{- define "rayjob-advisor.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{- define "rayjob-advisor.env" -}}
+- {name: RAYJOB_ADVISOR_LOG_FORMAT, value: {{ .Values.logFormat | quote }}}
+- {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
+- {name: RAYJOB_ADVISOR_CPU_HOUR_PRICE, value: {{ .Values.prices.cpuHour | quote }}}
+- {name: RAYJOB_ADVISOR_GPU_HOUR_PRICE, value: {{ .Values.prices.gpuHour | quote }}}
+{{- with .Values.namespaces }}
+- {name: RAYJOB_ADVISOR_NAMESPACES, value: {{ join "," . | quote }}}
+{{- end }}
+{{- with .Values.defaultWorkload }}
+- {name: RAYJOB_ADVISOR_DEFAULT_WORKLOAD, value: {{ . | quote }}}
+{{- end }}
+- {name: HOME, value: /tmp}
+{{- end -}}

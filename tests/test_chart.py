@@ -1,0 +1,158 @@
+"""The Helm chart, rendered by helm-python-sdk in several values sets, every object validated strictly."""
+
+from __future__ import annotations
+
+import json
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import latest_version
+
+from conftest import REPO
+
+CHART = REPO / "charts" / "rayjob-advisor"
+KUBERNETES = latest_version()
+# Kinds of other projects' CRDs (no schema in kubernetes-validate): checked by hand below.
+FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
+
+VALUE_SETS = {
+    "defaults": {},
+    "webhook off": {"webhook": {"enabled": False}},
+    "cert-manager": {"certManager": {"enabled": True}, "metrics": {"serviceMonitor": {"enabled": True}}},
+    "single namespace": {"namespaces": ["ml-team"], "dashboard": {"namespace": "monitoring"}},
+}
+
+NAMESPACED = [
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]
+CLUSTER = [
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+]
+WEBHOOK = [{"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["list", "watch"]}]
+
+
+def render(values: dict) -> list[dict]:
+    helm.disable_logging()
+    manifests = helm.Chart.load(str(CHART)).render(values, name="advisor", namespace="ops", is_install=True)
+    return [
+        document
+        for path, text in sorted(manifests.items())
+        if not path.endswith("NOTES.txt")
+        for document in yaml.safe_load_all(text)
+        if document
+    ]
+
+
+def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+@pytest.fixture(scope="module", params=list(VALUE_SETS), ids=list(VALUE_SETS))
+def rendered(request) -> tuple[str, list[dict]]:
+    return request.param, render(VALUE_SETS[request.param])
+
+
+def test_every_object_is_valid_and_labelled(rendered):
+    _, objects = rendered
+    for obj in objects:
+        if obj["kind"] in FOREIGN_KINDS:
+            assert obj["apiVersion"] in ("cert-manager.io/v1", "monitoring.coreos.com/v1") and obj["spec"]
+        else:
+            kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+        labels = obj["metadata"]["labels"]
+        assert {labels[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")} == {"rayjob-advisor", "advisor"}
+        assert labels["app.kubernetes.io/managed-by"] == "Helm" and labels["app.kubernetes.io/version"]
+
+
+def test_pods_run_non_root_read_only_with_requests(rendered):
+    _, objects = rendered
+    for deployment in by_kind(objects, "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for container in pod["containers"]:
+            assert container["securityContext"]["readOnlyRootFilesystem"] is True
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False
+            assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
+
+
+def test_controller_and_webhook_shapes(rendered):
+    name, objects = rendered
+    deployments = {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment")}
+    controller = deployments["advisor-rayjob-advisor-controller"]
+    assert controller["spec"]["replicas"] == 1 and controller["spec"]["strategy"]["type"] == "Recreate"
+    webhooks = by_kind(objects, "MutatingWebhookConfiguration")
+    if name == "webhook off":
+        assert not webhooks and len(deployments) == 1 and not by_kind(objects, "PodDisruptionBudget")
+        return
+    assert deployments["advisor-rayjob-advisor-webhook"]["spec"]["replicas"] == 2
+    assert by_kind(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
+    (configuration,) = webhooks
+    (hook,) = configuration["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
+    assert hook["namespaceSelector"] == {"matchLabels": {"rayjob-advisor.io/webhook": "enabled"}}
+    assert hook["rules"] == [
+        {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayjobs"], "operations": ["CREATE"], "scope": "Namespaced"}
+    ]
+    assert hook["clientConfig"]["service"]["path"] == "/advise"
+    if name == "cert-manager":
+        assert configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "ops/advisor-rayjob-advisor-webhook"
+        assert {o["kind"] for o in objects} >= {"Issuer", "Certificate", "ServiceMonitor"}
+        assert not [s for s in by_kind(objects, "Secret")]
+    else:
+        (secret,) = by_kind(objects, "Secret")
+        assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+        assert secret["data"]["tls.crt"] and secret["data"]["tls.key"]
+
+
+def test_the_dashboard_ships_as_a_labelled_configmap(rendered):
+    name, objects = rendered
+    (configmap,) = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert configmap["metadata"]["namespace"] == ("monitoring" if name == "single namespace" else "ops")
+    dashboard = (CHART / "dashboards" / "rayjob-advisor.json").read_text()
+    assert json.loads(configmap["data"]["rayjob-advisor.json"]) == json.loads(dashboard)
+
+
+def rules(objects: list[dict], kind: str, name: str) -> list[list[dict]]:
+    return [o["rules"] for o in by_kind(objects, kind) if o["metadata"]["name"] == name]
+
+
+def test_rbac_is_exactly_what_the_code_needs():
+    cluster_wide = render({})
+    assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-controller") == [NAMESPACED + CLUSTER]
+    assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]
+    assert not by_kind(cluster_wide, "Role")
+    one_namespace = render({"namespaces": ["ml-team"]})
+    assert rules(one_namespace, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER]
+    (role,) = by_kind(one_namespace, "Role")
+    assert role["metadata"]["namespace"] == "ml-team" and role["rules"] == NAMESPACED
+    (binding,) = by_kind(one_namespace, "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"webhook": {"enabled": True, "timeoutSeconds": 30}}, "/webhook/timeoutSeconds"),
+        ({"logFormat": "xml"}, "/logFormat"),
+        ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
+        ({"metrics": {"port": 0}}, "/metrics/port"),
+        ({"replicas": 3}, "replicas"),
+    ],
+)
+def test_invalid_values_are_rejected_by_the_schema(values, message):
+    with pytest.raises(helm.HelmValuesError, match=message):
+        render(values)
+
+
+def test_the_crd_is_a_valid_structural_crd():
+    crd = yaml.safe_load((CHART / "crds" / "rayjob-advisor.io_runtimeprofiles.yaml").read_text())
+    kubernetes_validate.validate(crd, KUBERNETES, strict=True)
+    columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns[:4] == ["Workload", "Samples", "Model", "Error"]
