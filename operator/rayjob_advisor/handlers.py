@@ -171,7 +171,9 @@ def namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, 
 @kopf.on.create(*PROFILES, backoff=RETRY_SECONDS, registry=CONTROLLER)
 @kopf.on.update(*PROFILES, backoff=RETRY_SECONDS, registry=CONTROLLER)
 @kopf.on.field(*PROFILES, field="status.observations", backoff=RETRY_SECONDS, registry=CONTROLLER)
-def profile_changed(namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: Memo, **_: Any) -> None:
+def profile_changed(
+    namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: Memo, **_: Any
+) -> None:
     load_profile(memo, namespace, name, spec, status)
 
 
@@ -240,7 +242,9 @@ def _merge_into(target: dict[str, Any], merge_patch: Mapping[str, Any]) -> None:
     backoff=RETRY_SECONDS,
     registry=CONTROLLER,
 )
-async def finished(body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+async def finished(
+    body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any
+) -> None:
     """Record the actual runtime and the deadline outcome; append the run to its profile exactly once."""
     metadata = body.get("metadata", {})
     try:

@@ -5,8 +5,9 @@ group before KubeRay builds the cluster. It is fail-open: it never denies
 a RayJob, whatever goes wrong (bad annotations, a profile not yet fitted,
 our own bug); the reason goes back as an admission warning, which
 ``kubectl apply`` prints. It has no side effects, so ``dryRun`` requests are
-answered the same way (and not counted as rewrites). Webhook replicas watch RuntimeProfiles read-only and
-fit them themselves: they write nothing to the cluster.
+answered the same way (and not counted as rewrites). Webhook replicas watch
+RuntimeProfiles read-only and fit them themselves: they write nothing to the
+cluster.
 """
 
 from __future__ import annotations
