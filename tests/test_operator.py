@@ -378,3 +378,15 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
     assert after.get(("rayjob_advisor_underestimates_total", error), 0) == (1 if predicted < 600 else 0)
     assert after[("rayjob_advisor_deadline_outcomes_total", (("outcome", "met"),))] == 1
     assert gone  # per-job series expire after the job ends
+
+
+def test_an_invalid_profile_is_reported_and_does_not_stop_the_operator(api):
+    bad = profiles.runtime_profile_manifest("broken", small_profile_runs()[:3])
+    bad["metadata"]["namespace"] = "default"
+    bad["spec"]["observations"][0]["nodes"] = 99  # more nodes than workers: valid for the schema, not for us
+    api.create(bad)
+    with operator(api):
+        api.create(rayjob("train"))
+        wait_for_note(api, "train", ann.PREDICTION)
+        events = api.wait_until(lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "broken"], 30)
+    assert events[0]["reason"] == "BadProfile" and "cannot exceed workers" in events[0]["message"]

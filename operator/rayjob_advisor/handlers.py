@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 import kubernetes
+import pydantic
 
 from rayjob_advisor import annotations, completions, gates, profiles
 from rayjob_advisor.config import OperatorConfig
@@ -28,6 +30,7 @@ RAYJOBS = ("ray.io", "v1", "rayjobs")
 PROFILES = (profiles.API_GROUP, "v1alpha1", "runtimeprofiles")
 STORAGE_PREFIX = "rayjob-advisor.io"
 CONTROLLER = kopf.OperatorRegistry()  # the webhook's registry (webhook.WEBHOOK) shares some handlers
+logger = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
 CONFLICT_RETRIES = 10
 
@@ -129,7 +132,11 @@ def start(memo: Memo, **_: Any) -> None:
     else:
         listings = [memo.api.list_cluster_custom_object(*PROFILES)]
     for item in (item for listing in listings for item in listing["items"]):
-        load_profile(memo, item["metadata"]["namespace"], item["metadata"]["name"], item["spec"], item.get("status") or {})
+        namespace, name = item["metadata"]["namespace"], item["metadata"]["name"]
+        try:
+            load_profile(memo, namespace, name, item["spec"], item.get("status") or {})
+        except pydantic.ValidationError as exc:  # reported by its own handler; never stops the operator
+            logger.warning("skipping RuntimeProfile %s/%s: %s", namespace, name, exc)
     if memo.config.metrics_port:
         memo.metrics.serve(memo.config.metrics_port)
     memo.refitter = profiles.Refitter(memo.store, lambda p: publish_fit(memo, p), memo.config.refit_interval_seconds)
@@ -172,9 +179,14 @@ def namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, 
 @kopf.on.update(*PROFILES, backoff=RETRY_SECONDS, registry=CONTROLLER)
 @kopf.on.field(*PROFILES, field="status.observations", backoff=RETRY_SECONDS, registry=CONTROLLER)
 def profile_changed(
-    namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: Memo, **_: Any
+    body: kopf.Body, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: Memo, **_: Any
 ) -> None:
-    load_profile(memo, namespace, name, spec, status)
+    try:
+        load_profile(memo, namespace, name, spec, status)
+    except pydantic.ValidationError as exc:
+        message = f"an observation is invalid, the profile is not used: {exc}"
+        kopf.warn(body, reason="BadProfile", message=message)
+        raise kopf.PermanentError(message) from exc
 
 
 def load_profile(memo: Memo, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any]) -> None:
