@@ -72,6 +72,11 @@ class Deadline(pydantic.BaseModel):
         return self.at if self.at is not None else created + self.after  # type: ignore[operator]
 
 
+def parse_timestamp(text: str) -> dt.datetime:
+    """An RFC 3339 time as Kubernetes writes it (``Z`` or an offset)."""
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+
+
 def parse_deadline(text: str) -> Deadline:
     """``2026-12-02T18:00:00Z`` (RFC 3339, with offset) or ``90m`` / ``2h30m`` / ``45s``."""
     text = text.strip()
@@ -83,7 +88,7 @@ def parse_deadline(text: str) -> Deadline:
             raise ValueError("a deadline duration must be positive")
         return Deadline(after=after)
     try:
-        at = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        at = parse_timestamp(text)
     except ValueError:
         raise ValueError(
             f"{text!r} is neither an RFC 3339 time (2026-12-02T18:00:00Z) nor a duration (90m, 2h30m)"

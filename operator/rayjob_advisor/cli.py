@@ -256,17 +256,18 @@ def _predict(args: argparse.Namespace) -> None:
     rayjob = _read_rayjob(args.filename)
     metadata = rayjob.get("metadata") or {}
     inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
+    if args.confidence is not None:
+        inputs = inputs.model_copy(update={"confidence": args.confidence})
     job = features.features_from_rayjob(rayjob, inputs)
-    confidence = args.confidence if args.confidence is not None else inputs.confidence
     workload = job.workload or args.workload
     data = args.data or profiles.shipped_data(workload)
     observations = _load(args, data, workload)
     model = RuntimeModel().fit(observations)
     profile = profiles.profile_name(observations, workload, data)
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    result = prediction.predict(job, model, profile, confidence, now)
     prices = planner.Prices()
-    rows = prediction.what_if(job, model, confidence, model.startup_seconds_, prices)
+    result, recommendation = prediction.forecast(rayjob, inputs, job, model, profile, prices, now)
+    rows = prediction.what_if(job, model, inputs.confidence, model.startup_seconds_, prices)
     notes = result.annotations()
     document = {
         "rayjob": {"namespace": metadata.get("namespace", "default"), "name": metadata.get("name")},
@@ -274,13 +275,7 @@ def _predict(args: argparse.Namespace) -> None:
         "prediction": result.model_dump(mode="json"),
         "what_if": [row.model_dump() for row in rows],
     }
-    recommendation = None
-    if inputs.deadline is not None:
-        created = metadata.get("creationTimestamp")
-        start = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else now
-        recommendation = planner.recommend(
-            job, model, inputs.deadline.resolve(start), now, confidence, model.startup_seconds_, prices
-        )
+    if recommendation is not None:
         notes[annotations.RECOMMENDATION] = recommendation.annotation()
         document["recommendation"] = json.loads(recommendation.annotation())
     document["annotations"] = notes

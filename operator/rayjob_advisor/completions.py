@@ -64,7 +64,7 @@ def attempt_source(uid: str, status: Mapping[str, Any] | None) -> str:
 def _time(value: Any, what: str) -> dt.datetime:
     if not isinstance(value, str):
         raise ValueError(f"{what} is missing")
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return annotations.parse_timestamp(value)
 
 
 def completion(rayjob: Mapping[str, Any], features: Features | None) -> Completion:

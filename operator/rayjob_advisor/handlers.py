@@ -24,7 +24,7 @@ from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import UnpredictableJob, features_from_rayjob
 from rayjob_advisor.metrics import Metrics
 from rayjob_advisor.observations import Observation
-from rayjob_advisor.prediction import ProfileNotReady, advise
+from rayjob_advisor.prediction import ProfileNotReady, advise, job_inputs
 
 RAYJOBS = ("ray.io", "v1", "rayjobs")
 PROFILES = (profiles.API_GROUP, "v1alpha1", "runtimeprofiles")
@@ -258,10 +258,8 @@ async def finished(
     body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: Memo, **_: Any
 ) -> None:
     """Record the actual runtime and the deadline outcome; append the run to its profile exactly once."""
-    metadata = body.get("metadata", {})
     try:
-        inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
-        inputs = inputs.model_copy(update={"workload": inputs.workload or memo.config.default_workload})
+        inputs = job_inputs(body, memo.config)
     except annotations.AnnotationError:
         inputs = None
     try:

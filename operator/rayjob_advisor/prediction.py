@@ -13,7 +13,7 @@ from rayjob_advisor import annotations, planner, profiles
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
-
+from rayjob_advisor.observations import CONFIGURATION_FIELDS
 
 
 class Prediction(pydantic.BaseModel):
@@ -58,9 +58,7 @@ def predict(
     require_predictable(features)
     p50 = float(model.predict([features])[0])
     upper = float(model.predict_upper([features], confidence)[0])
-    used = features.model_dump(
-        include={"dataset_size", "epochs", "batch_size", "workers", "cpus_per_worker", "gpus_per_worker"}
-    )
+    used = features.model_dump(include=set(CONFIGURATION_FIELDS) - {"workload"})
     return Prediction(
         model=model.selected_,
         profile=profile,
@@ -73,7 +71,32 @@ def predict(
     )
 
 
-def what_if(job: Features, model: RuntimeModel, confidence: float, startup: float, prices: planner.Prices) -> list[planner.Option]:
+def forecast(
+    rayjob: Mapping[str, Any],
+    inputs: annotations.AdvisorInputs,
+    job: Features,
+    model: RuntimeModel,
+    profile: str,
+    prices: planner.Prices,
+    now: dt.datetime,
+) -> tuple[Prediction, planner.Recommendation | None]:
+    """The prediction and, when the RayJob has a deadline, the plan (the CLI and the operator share it).
+
+    A deadline given as a duration counts from ``metadata.creationTimestamp``;
+    at admission the API server has not set it yet, and it counts from now.
+    """
+    result = predict(job, model, profile, inputs.confidence, now)
+    if inputs.deadline is None:
+        return result, None
+    created = (rayjob.get("metadata") or {}).get("creationTimestamp")
+    deadline = inputs.deadline.resolve(annotations.parse_timestamp(created) if created else now)
+    plan = planner.recommend(job, model, deadline, now, inputs.confidence, model.startup_seconds_, prices)
+    return result, plan
+
+
+def what_if(
+    job: Features, model: RuntimeModel, confidence: float, startup: float, prices: planner.Prices
+) -> list[planner.Option]:
     """Predicted runtimes and costs over the scaled group's replica range (one row when it cannot be resized)."""
     require_predictable(job)
     return planner.options(job, model, planner.replica_counts(job), confidence, startup, prices)
@@ -109,6 +132,15 @@ class Advice(pydantic.BaseModel):
         )
 
 
+def job_inputs(
+    rayjob: Mapping[str, Any], config: OperatorConfig, namespace_labels: Mapping[str, str] | None = None
+) -> annotations.AdvisorInputs:
+    """A RayJob's parsed advisor inputs, the configured default workload filling in a missing one."""
+    metadata = rayjob.get("metadata") or {}
+    inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"), namespace_labels)
+    return inputs.model_copy(update={"workload": inputs.workload or config.default_workload})
+
+
 def advise(
     rayjob: Mapping[str, Any],
     store: profiles.ProfileStore,
@@ -127,12 +159,11 @@ def advise(
     now = now or dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     metadata = rayjob.get("metadata") or {}
     try:
-        inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"), namespace_labels)
+        inputs = job_inputs(rayjob, config, namespace_labels)
     except annotations.AnnotationError as exc:
         return Advice.bad_input(str(exc))
     if inputs.mode == "off":
         return None
-    inputs = inputs.model_copy(update={"workload": inputs.workload or config.default_workload})
     try:
         job = features_from_rayjob(rayjob, inputs)
         require_predictable(job)
@@ -143,17 +174,11 @@ def advise(
         profile = profiles_find(store, metadata.get("namespace") or "default", inputs.workload)
     except (UnpredictableJob, annotations.AnnotationError, profiles.UnknownWorkload) as exc:
         return Advice.bad_input(str(exc), inputs.workload)
-    model = profile.model
-    result = predict(job, model, profile.label, inputs.confidence, now)
+    result, plan = forecast(rayjob, inputs, job, profile.model, profile.label, config.prices, now)
     notes: dict[str, str | None] = {**result.annotations(), annotations.ERROR: None}
     known = {"workload": inputs.workload, "p50": result.p50}
-    if inputs.deadline is None:
+    if plan is None:
         return Advice(annotations=notes, **known)
-    created = metadata.get("creationTimestamp")
-    start = dt.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else now
-    plan = planner.recommend(
-        job, model, inputs.deadline.resolve(start), now, inputs.confidence, model.startup_seconds_, config.prices
-    )
     notes[annotations.RECOMMENDATION] = plan.annotation()
     if inputs.mode != "enforce" or plan.replicas == plan.current_replicas or job.scale_group is None:
         return Advice(
