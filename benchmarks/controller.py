@@ -26,7 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 from conftest import make_rayjob, worker_group  # noqa: E402
 from emulator import Emulator, operator_settings, run_operator  # noqa: E402
 
-from rayjob_advisor import annotations as ann  # noqa: E402
+from rayjob_advisor import contract as ann  # noqa: E402
 from rayjob_advisor import handlers, profiles  # noqa: E402
 from rayjob_advisor.config import OperatorConfig  # noqa: E402
 from rayjob_advisor.prediction import advise  # noqa: E402

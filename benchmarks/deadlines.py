@@ -39,7 +39,7 @@ from test_operator import free_port  # noqa: E402
 from test_webhook import Webhook  # noqa: E402
 from tls import make_certificates  # noqa: E402
 
-from rayjob_advisor import annotations as ann  # noqa: E402
+from rayjob_advisor import contract as ann  # noqa: E402
 from rayjob_advisor import handlers, planner, profiles  # noqa: E402
 from rayjob_advisor.config import OperatorConfig  # noqa: E402
 from rayjob_advisor.features import features_from_rayjob  # noqa: E402

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import assert_valid_rayjob, make_rayjob, sample_rayjobs, synthetic_observations, worker_group
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 from rayjob_advisor import profiles
 from rayjob_advisor.config import OperatorConfig, load_config
 from rayjob_advisor.prediction import ProfileNotReady, advise, resized_groups

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import make_rayjob, synthetic_observations, worker_group
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 from rayjob_advisor.cli import main
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.observations import write_observations

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import POLLUX, REPO, assert_valid_rayjob
-from rayjob_advisor import annotations, features
+from rayjob_advisor import contract, features
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import pollux  # noqa: E402
@@ -24,7 +24,7 @@ def test_examples_are_valid_rayjobs_with_features(path):
     (rayjob,) = [d for d in yaml.safe_load_all(path.read_text()) if d.get("kind") == "RayJob"]
     assert_valid_rayjob(rayjob)
     metadata = rayjob["metadata"]
-    inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
+    inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
     job = features.features_from_rayjob(rayjob, inputs)
     assert job.dataset_size and job.workers >= 1
 

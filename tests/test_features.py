@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_rayjob, sample_rayjobs, worker_group
-from rayjob_advisor import annotations, features
+from rayjob_advisor import contract, features
 
 
 def extract(rayjob: dict) -> features.Features:
     metadata = rayjob["metadata"]
-    return features.features_from_rayjob(rayjob, annotations.parse_inputs(metadata.get("annotations")))
+    return features.features_from_rayjob(rayjob, contract.parse_inputs(metadata.get("annotations")))
 
 
 @pytest.mark.parametrize(
@@ -86,10 +86,10 @@ def test_scale_group_defaults_to_the_gpu_group_else_the_largest():
 
 def test_scale_group_annotation_selects_and_unknown_names_are_reported():
     groups = [worker_group("a", replicas=2), worker_group("b", replicas=4)]
-    picked = extract(make_rayjob(annotations={annotations.SCALE_GROUP: "a"}, groups=groups))
+    picked = extract(make_rayjob(annotations={contract.SCALE_GROUP: "a"}, groups=groups))
     assert (picked.scale_group.name, picked.workers) == ("a", 2)
-    with pytest.raises(annotations.AnnotationError, match="no worker group of that name.*'a', 'b'"):
-        extract(make_rayjob(annotations={annotations.SCALE_GROUP: "c"}, groups=groups))
+    with pytest.raises(contract.AnnotationError, match="no worker group of that name.*'a', 'b'"):
+        extract(make_rayjob(annotations={contract.SCALE_GROUP: "c"}, groups=groups))
 
 
 def test_suspended_or_empty_scale_group_cannot_be_predicted():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conftest import make_rayjob
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 from rayjob_advisor import gates
 
 

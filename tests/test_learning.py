@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from conftest import make_rayjob, synthetic_observations, worker_group
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 from rayjob_advisor import completions, profiles
 from rayjob_advisor.features import features_from_rayjob
 

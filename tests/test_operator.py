@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import make_rayjob, sample_rayjobs, worker_group
 from emulator import Emulator, operator_settings, rfc3339, run_operator
 from rayjob_advisor import __version__, handlers, profiles
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.observations import Observation
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import make_rayjob, worker_group
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 from rayjob_advisor import planner
 from rayjob_advisor.features import features_from_rayjob
 

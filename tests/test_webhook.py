@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import assert_valid_rayjob, make_rayjob, worker_group
 from emulator import Emulator, operator_settings, run_operator
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 from rayjob_advisor import handlers
 from rayjob_advisor.config import OperatorConfig
 from test_operator import WORKLOAD, free_port, profile_manifest

@@ -15,7 +15,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from rayjob_advisor import annotations, features, planner, prediction, profiles
+from rayjob_advisor import contract, features, planner, prediction, profiles
 from rayjob_advisor.config import OperatorConfig, load_config
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         CliError,
         ObservationsError,
-        annotations.AnnotationError,
+        contract.AnnotationError,
         features.UnpredictableJob,
         profiles.UnknownWorkload,
         evaluation.NotEnoughData,
@@ -255,7 +255,7 @@ def _read_rayjob(path: pathlib.Path) -> dict[str, Any]:
 def _predict(args: argparse.Namespace) -> None:
     rayjob = _read_rayjob(args.filename)
     metadata = rayjob.get("metadata") or {}
-    inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
+    inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
     if args.confidence is not None:
         inputs = inputs.model_copy(update={"confidence": args.confidence})
     job = features.features_from_rayjob(rayjob, inputs)
@@ -276,7 +276,7 @@ def _predict(args: argparse.Namespace) -> None:
         "what_if": [row.model_dump() for row in rows],
     }
     if recommendation is not None:
-        notes[annotations.RECOMMENDATION] = recommendation.annotation()
+        notes[contract.RECOMMENDATION] = recommendation.annotation()
         document["recommendation"] = json.loads(recommendation.annotation())
     document["annotations"] = notes
     _emit(args, document, _prediction_table(job, model, result, rows, recommendation, notes))
@@ -297,9 +297,9 @@ def _prediction_table(
         f"profile: {result.profile} ({model.n_samples_} runs; model {model.selected_}, "
         f"cross-validated MAPE {_percent(model.cv_mape_)})",
         f"features: {used} ({where})",
-        f"predicted runtime: {annotations.format_duration(result.p50)} (median), "
-        f"{annotations.format_duration(result.upper)} (upper bound at {result.confidence:g}), "
-        f"plus about {annotations.format_duration(model.startup_seconds_)} start-up",
+        f"predicted runtime: {contract.format_duration(result.p50)} (median), "
+        f"{contract.format_duration(result.upper)} (upper bound at {result.confidence:g}), "
+        f"plus about {contract.format_duration(model.startup_seconds_)} start-up",
     ]
     if result.assumed:
         assumed = ", ".join(f"{k}={v:g}" for k, v in result.assumed.items())
@@ -316,8 +316,8 @@ def _prediction_table(
     ]
     for row in rows:
         lines.append(
-            f"{row.replicas:>8} {row.workers:>8} {annotations.format_duration(row.p50):>10} "
-            f"{annotations.format_duration(row.upper):>10} {row.cost:>10.4f}"
+            f"{row.replicas:>8} {row.workers:>8} {contract.format_duration(row.p50):>10} "
+            f"{contract.format_duration(row.upper):>10} {row.cost:>10.4f}"
         )
     lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in notes.items()]
     return "\n".join(lines)

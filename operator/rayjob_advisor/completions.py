@@ -16,7 +16,7 @@ from typing import Any
 
 import pydantic
 
-from rayjob_advisor import annotations
+from rayjob_advisor import contract
 from rayjob_advisor.features import Features
 from rayjob_advisor.observations import Observation
 
@@ -46,9 +46,9 @@ class Completion(pydantic.BaseModel):
         if self.observation is None:
             return {}
         actual = self.observation.execution_seconds
-        values = {annotations.ACTUAL_RUNTIME_SECONDS: f"{actual:.1f}"}
+        values = {contract.ACTUAL_RUNTIME_SECONDS: f"{actual:.1f}"}
         if self.predicted_seconds is not None:
-            values[annotations.PREDICTION_ERROR] = f"{self.predicted_seconds / actual - 1:+.4f}"
+            values[contract.PREDICTION_ERROR] = f"{self.predicted_seconds / actual - 1:+.4f}"
         return values
 
 
@@ -64,7 +64,7 @@ def attempt_source(uid: str, status: Mapping[str, Any] | None) -> str:
 def _time(value: Any, what: str) -> dt.datetime:
     if not isinstance(value, str):
         raise ValueError(f"{what} is missing")
-    return annotations.parse_timestamp(value)
+    return contract.parse_timestamp(value)
 
 
 def completion(rayjob: Mapping[str, Any], features: Features | None) -> Completion:
@@ -91,7 +91,7 @@ def completion(rayjob: Mapping[str, Any], features: Features | None) -> Completi
 
 def _predicted(metadata: Mapping[str, Any]) -> float | None:
     """The median we predicted, from our own ``prediction`` annotation."""
-    raw = (metadata.get("annotations") or {}).get(annotations.PREDICTION)
+    raw = (metadata.get("annotations") or {}).get(contract.PREDICTION)
     try:
         return float(json.loads(raw)["p50"]) if raw else None
     except (ValueError, KeyError, TypeError):
@@ -111,10 +111,10 @@ class DeadlineOutcome(pydantic.BaseModel):
         if self.margin_seconds is None:
             return f"the job failed; its deadline was {self.deadline.isoformat()}"
         word = "before" if self.margin_seconds >= 0 else "after"
-        return f"finished {annotations.format_duration(abs(self.margin_seconds))} {word} its deadline"
+        return f"finished {contract.format_duration(abs(self.margin_seconds))} {word} its deadline"
 
 
-def deadline_outcome(rayjob: Mapping[str, Any], inputs: annotations.AdvisorInputs) -> DeadlineOutcome | None:
+def deadline_outcome(rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs) -> DeadlineOutcome | None:
     """The deadline outcome of a finished RayJob that had a deadline (None without one)."""
     if inputs.deadline is None:
         return None

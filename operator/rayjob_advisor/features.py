@@ -18,7 +18,7 @@ from typing import Any
 import pydantic
 from kubernetes.utils import parse_quantity
 
-from rayjob_advisor import annotations
+from rayjob_advisor import contract
 
 # CRD defaults of ray.io/v1 WorkerGroupSpec.
 DEFAULT_MIN_REPLICAS = 0
@@ -85,12 +85,12 @@ class Features(pydantic.BaseModel):
         return (max(1, group.min_replicas), max(1, group.min_replicas, group.max_replicas))
 
 
-def features_from_rayjob(rayjob: Mapping[str, Any], inputs: annotations.AdvisorInputs) -> Features:
+def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Features:
     """Extract features from a RayJob manifest (a dict as the API server returns it).
 
-    ``inputs`` are its advisor annotations, parsed by ``annotations.parse_inputs``.
+    ``inputs`` are its advisor annotations, parsed by ``contract.parse_inputs``.
     Raises ``UnpredictableJob`` when the manifest does not say what will run,
-    ``annotations.AnnotationError`` when ``scale-group`` names no group.
+    ``contract.AnnotationError`` when ``scale-group`` names no group.
     """
     spec = rayjob.get("spec") or {}
     if spec.get("clusterSelector"):
@@ -127,7 +127,7 @@ def features_from_rayjob(rayjob: Mapping[str, Any], inputs: annotations.AdvisorI
     )
 
 
-def _head_only(cluster: Mapping[str, Any], inputs: annotations.AdvisorInputs) -> Features:
+def _head_only(cluster: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Features:
     """A cluster without worker groups trains on its head pod: one worker, nothing to resize."""
     head = cluster.get("headGroupSpec") or {}
     resources = _container_resources(head, "headGroupSpec")
@@ -152,8 +152,8 @@ def _scale_group(groups: tuple[WorkerGroup, ...], requested: str | None) -> Work
             if group.name == requested:
                 return group
         names = ", ".join(repr(g.name) for g in groups)
-        raise annotations.AnnotationError(
-            f"{annotations.SCALE_GROUP}={requested!r}: no worker group of that name (groups: {names})"
+        raise contract.AnnotationError(
+            f"{contract.SCALE_GROUP}={requested!r}: no worker group of that name (groups: {names})"
         )
     gpu_groups = [g for g in groups if g.gpus > 0]
     candidates = gpu_groups or list(groups)

@@ -12,22 +12,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from rayjob_advisor import annotations
+from rayjob_advisor import contract
 
 Hold = Literal["suspended", "gated"]
 
 
 def _gates(rayjob: Mapping[str, Any]) -> list[str]:
-    value = ((rayjob.get("metadata") or {}).get("annotations") or {}).get(annotations.KUEUE_GATES, "")
+    value = ((rayjob.get("metadata") or {}).get("annotations") or {}).get(contract.KUEUE_GATES, "")
     return [gate.strip() for gate in value.split(",") if gate.strip()]
 
 
 def hold(rayjob: Mapping[str, Any]) -> Hold | None:
     """Why the RayJob waits for us, or None when it does not."""
-    if annotations.PLANNER_GATE in _gates(rayjob):
+    if contract.PLANNER_GATE in _gates(rayjob):
         return "gated"
     notes = (rayjob.get("metadata") or {}).get("annotations") or {}
-    if (rayjob.get("spec") or {}).get("suspend") and notes.get(annotations.RELEASE, "").lower() == "true":
+    if (rayjob.get("spec") or {}).get("suspend") and notes.get(contract.RELEASE, "").lower() == "true":
         return "suspended"
     return None
 
@@ -36,5 +36,5 @@ def release(rayjob: Mapping[str, Any], held: Hold) -> dict[str, Any]:
     """The merge patch that lets the RayJob go on: unsuspend it, or drop only our Kueue gate."""
     if held == "suspended":
         return {"spec": {"suspend": False}}
-    others = [gate for gate in _gates(rayjob) if gate != annotations.PLANNER_GATE]
-    return {"metadata": {"annotations": {annotations.KUEUE_GATES: ",".join(others) or None}}}
+    others = [gate for gate in _gates(rayjob) if gate != contract.PLANNER_GATE]
+    return {"metadata": {"annotations": {contract.KUEUE_GATES: ",".join(others) or None}}}

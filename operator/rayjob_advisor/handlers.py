@@ -19,7 +19,7 @@ import kopf
 import kubernetes
 import pydantic
 
-from rayjob_advisor import annotations, completions, gates, profiles
+from rayjob_advisor import contract, completions, gates, profiles
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import UnpredictableJob, features_from_rayjob
 from rayjob_advisor.metrics import Metrics
@@ -61,7 +61,7 @@ class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
     """
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        inputs = [("metadata", "annotations", key) for key in annotations.INPUT_KEYS]
+        inputs = [("metadata", "annotations", key) for key in contract.INPUT_KEYS]
         return super().build(body=body, extra_fields=[*(extra_fields or ()), *inputs])
 
 
@@ -70,7 +70,7 @@ class InputsAwareProgress(kopf.AnnotationsProgressStorage):
 
     def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
         notes = essence.get("metadata", {}).get("annotations", {})
-        inputs = {key: value for key, value in notes.items() if key in annotations.INPUT_KEYS}
+        inputs = {key: value for key, value in notes.items() if key in contract.INPUT_KEYS}
         cleared = super().clear(essence=essence)
         if inputs:
             cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(inputs)  # type: ignore[typeddict-item]
@@ -228,7 +228,7 @@ def predict(body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Pa
             memo.metrics.jobs.set((namespace, name, uid), predicted=advice.p50)
         resize = held is not None and advice.worker_groups is not None
         patch.metadata.annotations.update(advice.resize_annotations() if resize else advice.annotations)
-        if advice.error and body.get("metadata", {}).get("annotations", {}).get(annotations.ERROR) != advice.error:
+        if advice.error and body.get("metadata", {}).get("annotations", {}).get(contract.ERROR) != advice.error:
             kopf.warn(body, reason="CannotPredict", message=advice.error)
         if resize:
             memo.metrics.rewrites.labels("controller").inc()
@@ -260,11 +260,11 @@ async def finished(
     """Record the actual runtime and the deadline outcome; append the run to its profile exactly once."""
     try:
         inputs = job_inputs(body, memo.config)
-    except annotations.AnnotationError:
+    except contract.AnnotationError:
         inputs = None
     try:
         job = features_from_rayjob(body, inputs) if inputs is not None and inputs.workload else None
-    except (annotations.AnnotationError, UnpredictableJob):
+    except (contract.AnnotationError, UnpredictableJob):
         job = None
     try:
         result = completions.completion(body, job)

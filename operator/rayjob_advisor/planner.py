@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 import pydantic
 
-from rayjob_advisor import annotations
+from rayjob_advisor import contract
 from rayjob_advisor.features import Features
 from rayjob_advisor.models.design import Runlike
 
@@ -72,7 +72,7 @@ class Recommendation(pydantic.BaseModel):
     reason: str
 
     def annotation(self) -> str:
-        return annotations.compact_json(
+        return contract.compact_json(
             {
                 "group": self.group,
                 "replicas": self.replicas,
@@ -143,8 +143,8 @@ def recommend(
         spare = left - startup - choice.upper
         reason = (
             f"{choice.replicas} replicas is the cheapest that finishes in time: "
-            f"{annotations.format_duration(startup + choice.upper)} with start-up at {confidence:.0%} confidence, "
-            f"{annotations.format_duration(spare)} before the deadline"
+            f"{contract.format_duration(startup + choice.upper)} with start-up at {confidence:.0%} confidence, "
+            f"{contract.format_duration(spare)} before the deadline"
         )
     else:
         choice = min(candidates, key=lambda o: (o.upper, o.replicas))
@@ -153,8 +153,8 @@ def recommend(
             reason = f"the deadline has passed; {choice.replicas} replicas is the fastest"
         else:
             shortfall = (
-                f"needs {annotations.format_duration(needed)} at {confidence:.0%} confidence, "
-                f"{annotations.format_duration(needed - left)} more than the {annotations.format_duration(left)} left"
+                f"needs {contract.format_duration(needed)} at {confidence:.0%} confidence, "
+                f"{contract.format_duration(needed - left)} more than the {contract.format_duration(left)} left"
             )
             if len(replicas) > 1:
                 reason = (

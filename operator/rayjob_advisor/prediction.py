@@ -9,7 +9,7 @@ from typing import Any
 
 import pydantic
 
-from rayjob_advisor import annotations, planner, profiles
+from rayjob_advisor import contract, planner, profiles
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -37,9 +37,9 @@ class Prediction(pydantic.BaseModel):
     def annotations(self) -> dict[str, str]:
         """The annotations the advisor writes for this prediction (DESIGN §3)."""
         return {
-            annotations.PREDICTED_RUNTIME: annotations.format_duration(self.p50),
-            annotations.PREDICTED_RUNTIME_SECONDS: f"{self.p50:.1f}",
-            annotations.PREDICTION: annotations.compact_json(self.model_dump(mode="json")),
+            contract.PREDICTED_RUNTIME: contract.format_duration(self.p50),
+            contract.PREDICTED_RUNTIME_SECONDS: f"{self.p50:.1f}",
+            contract.PREDICTION: contract.compact_json(self.model_dump(mode="json")),
         }
 
 
@@ -47,7 +47,7 @@ def require_predictable(features: Features) -> None:
     """Raise with the missing input a user must add before anything can be predicted."""
     if features.dataset_size is None:
         raise UnpredictableJob(
-            f"annotation {annotations.DATASET_SIZE} is missing: the number of training samples is needed to predict"
+            f"annotation {contract.DATASET_SIZE} is missing: the number of training samples is needed to predict"
         )
 
 
@@ -73,7 +73,7 @@ def predict(
 
 def forecast(
     rayjob: Mapping[str, Any],
-    inputs: annotations.AdvisorInputs,
+    inputs: contract.AdvisorInputs,
     job: Features,
     model: RuntimeModel,
     profile: str,
@@ -89,7 +89,7 @@ def forecast(
     if inputs.deadline is None:
         return result, None
     created = (rayjob.get("metadata") or {}).get("creationTimestamp")
-    deadline = inputs.deadline.resolve(annotations.parse_timestamp(created) if created else now)
+    deadline = inputs.deadline.resolve(contract.parse_timestamp(created) if created else now)
     plan = planner.recommend(job, model, deadline, now, inputs.confidence, model.startup_seconds_, prices)
     return result, plan
 
@@ -113,7 +113,7 @@ class Advice(pydantic.BaseModel):
 
     def resize_annotations(self) -> dict[str, str | None]:
         """The annotations to write when ``worker_groups`` is applied too."""
-        return {**self.annotations, annotations.ORIGINAL_REPLICAS: self.original_replicas}
+        return {**self.annotations, contract.ORIGINAL_REPLICAS: self.original_replicas}
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -128,16 +128,16 @@ class Advice(pydantic.BaseModel):
     @classmethod
     def bad_input(cls, message: str, workload: str | None = None) -> Advice:
         return cls(
-            annotations={annotations.ERROR: message}, workload=workload, warnings=(f"rayjob-advisor: {message}",), error=message
+            annotations={contract.ERROR: message}, workload=workload, warnings=(f"rayjob-advisor: {message}",), error=message
         )
 
 
 def job_inputs(
     rayjob: Mapping[str, Any], config: OperatorConfig, namespace_labels: Mapping[str, str] | None = None
-) -> annotations.AdvisorInputs:
+) -> contract.AdvisorInputs:
     """A RayJob's parsed advisor inputs, the configured default workload filling in a missing one."""
     metadata = rayjob.get("metadata") or {}
-    inputs = annotations.parse_inputs(metadata.get("annotations"), metadata.get("labels"), namespace_labels)
+    inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels"), namespace_labels)
     return inputs.model_copy(update={"workload": inputs.workload or config.default_workload})
 
 
@@ -160,7 +160,7 @@ def advise(
     metadata = rayjob.get("metadata") or {}
     try:
         inputs = job_inputs(rayjob, config, namespace_labels)
-    except annotations.AnnotationError as exc:
+    except contract.AnnotationError as exc:
         return Advice.bad_input(str(exc))
     if inputs.mode == "off":
         return None
@@ -169,17 +169,17 @@ def advise(
         require_predictable(job)
         if inputs.workload is None:
             raise profiles.UnknownWorkload(
-                f"no workload: set the {annotations.WORKLOAD} annotation or label to choose a RuntimeProfile"
+                f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
             )
         profile = profiles_find(store, metadata.get("namespace") or "default", inputs.workload)
-    except (UnpredictableJob, annotations.AnnotationError, profiles.UnknownWorkload) as exc:
+    except (UnpredictableJob, contract.AnnotationError, profiles.UnknownWorkload) as exc:
         return Advice.bad_input(str(exc), inputs.workload)
     result, plan = forecast(rayjob, inputs, job, profile.model, profile.label, config.prices, now)
-    notes: dict[str, str | None] = {**result.annotations(), annotations.ERROR: None}
+    notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
     known = {"workload": inputs.workload, "p50": result.p50}
     if plan is None:
         return Advice(annotations=notes, **known)
-    notes[annotations.RECOMMENDATION] = plan.annotation()
+    notes[contract.RECOMMENDATION] = plan.annotation()
     if inputs.mode != "enforce" or plan.replicas == plan.current_replicas or job.scale_group is None:
         return Advice(
             annotations=notes, warnings=(f"rayjob-advisor: recommends {plan.replicas} replicas: {plan.reason}",), **known
@@ -189,7 +189,7 @@ def advise(
         annotations=notes,
         **known,
         worker_groups=groups,
-        original_replicas=annotations.compact_json(original),
+        original_replicas=contract.compact_json(original),
         warnings=(
             f"rayjob-advisor: set {plan.group} replicas {plan.current_replicas} -> {plan.replicas}: {plan.reason}",
         ),

@@ -7,7 +7,7 @@ import datetime as dt
 import pydantic
 import pytest
 
-from rayjob_advisor import annotations as ann
+from rayjob_advisor import contract as ann
 
 
 def test_all_inputs_parse():
