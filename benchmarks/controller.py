@@ -13,6 +13,7 @@ prediction, annotations — timed alone, per RayJob.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import pathlib
 import sys
 import time
@@ -27,11 +28,12 @@ from conftest import make_rayjob, worker_group  # noqa: E402
 from emulator import Emulator, operator_settings, run_operator  # noqa: E402
 
 from rayjob_advisor import contract as ann  # noqa: E402
-from rayjob_advisor import handlers, profiles  # noqa: E402
+from rayjob_advisor import profiles, run  # noqa: E402
 from rayjob_advisor.config import OperatorConfig  # noqa: E402
-from rayjob_advisor.prediction import advise  # noqa: E402
+from rayjob_advisor.application import Policy, advise  # noqa: E402
 
 WORKLOAD = "digits-cnn"
+NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
 MARK = "benchmark.rayjob-advisor.io/seen"
 
 
@@ -80,7 +82,7 @@ def no_op(api: Emulator) -> Operator:
 
 
 def advisor(api: Emulator) -> Operator:
-    arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0, metrics_port=0))
+    arguments = run.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0, metrics_port=0))
     memo = arguments["memo"]
     settings = operator_settings()
     settings.persistence = arguments["settings"].persistence
@@ -99,7 +101,7 @@ def main() -> None:
     latencies = []
     for job in jobs:
         started = time.perf_counter()
-        advise(job, store)
+        advise(job, store, policy=Policy(), may_resize=True, now=NOW)
         latencies.append(time.perf_counter() - started)
     p50, p99 = np.quantile(latencies, [0.5, 0.99]) * 1000
     print(f"in-process advise(), {len(jobs)} RayJobs on the shipped profile ({profile.model.selected_}): "

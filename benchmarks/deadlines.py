@@ -40,7 +40,7 @@ from test_webhook import Webhook  # noqa: E402
 from tls import make_certificates  # noqa: E402
 
 from rayjob_advisor import contract as ann  # noqa: E402
-from rayjob_advisor import handlers, planner, profiles  # noqa: E402
+from rayjob_advisor import planner, profiles, run  # noqa: E402
 from rayjob_advisor.config import OperatorConfig  # noqa: E402
 from rayjob_advisor.features import features_from_rayjob  # noqa: E402
 from rayjob_advisor.models.runtime import RuntimeModel  # noqa: E402
@@ -121,7 +121,7 @@ def latencies(requests: int) -> None:
             role="webhook", liveness_port=0, metrics_port=0, webhook_port=port, tls_cert_file=str(cert), tls_key_file=str(key)
         )
         with Emulator() as api:
-            arguments = handlers.operator_arguments(config.model_copy(update={"kube_api": api.url}))
+            arguments = run.operator_arguments(config.model_copy(update={"kube_api": api.url}))
             settings = operator_settings()
             settings.persistence = arguments["settings"].persistence
             settings.admission = arguments["settings"].admission

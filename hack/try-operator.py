@@ -21,7 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
 from emulator import Emulator, operator_settings, run_operator  # noqa: E402
 
-from rayjob_advisor import handlers  # noqa: E402
+from rayjob_advisor import run  # noqa: E402
 from rayjob_advisor.config import OperatorConfig  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def kubeconfig(url: str) -> dict:
 
 def main() -> None:
     with Emulator() as api:
-        arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0, metrics_port=0))
+        arguments = run.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0, metrics_port=0))
         settings = operator_settings()
         settings.persistence = arguments["settings"].persistence
         with run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=60):

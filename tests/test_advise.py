@@ -1,19 +1,21 @@
-"""advise(): what the operator writes on a RayJob, for good and for bad input."""
+"""advise(): the one merge patch and the messages the advisor gives a RayJob, for good and for bad input."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 
+import jsonpatch
 import pytest
 
 from conftest import assert_valid_rayjob, make_rayjob, sample_rayjobs, synthetic_observations, worker_group
 from rayjob_advisor import contract as ann
 from rayjob_advisor import profiles
+from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
 from rayjob_advisor.config import OperatorConfig, load_config
-from rayjob_advisor.prediction import ProfileNotReady, advise, resized_groups
 
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
+POLICY = Policy()
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +25,39 @@ def store():
     return store
 
 
+def applied(rayjob: dict, advice: Advice) -> dict:
+    """The RayJob after the advice's merge patch, validated against the KubeRay CRD."""
+    patched = jsonpatch.apply_patch(rayjob, jsonpatch.JsonPatch.from_diff(rayjob, merged(rayjob, advice.patch)))
+    assert_valid_rayjob(patched)
+    return patched
+
+
+def merged(value: object, patch: object) -> object:
+    """RFC 7386 JSON merge patch, written out here so the test does not trust the code under test."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(value) if isinstance(value, dict) else {}
+    for key, item in patch.items():
+        if item is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), item)
+    return result
+
+
+def notes_of(advice: Advice) -> dict:
+    return advice.patch["metadata"]["annotations"]
+
+
 def test_a_good_job_gets_the_prediction_annotations_and_its_error_cleared(store):
-    rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128"})
-    advice = advise(rayjob, store, now=NOW)
-    assert advice.error is None and advice.warnings == () and advice.annotations[ann.ERROR] is None
-    prediction = json.loads(advice.annotations[ann.PREDICTION])
+    rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.ERROR: "old"})
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    assert advice.error is None and advice.warnings == [] and notes_of(advice)[ann.ERROR] is None
+    prediction = json.loads(notes_of(advice)[ann.PREDICTION])
     assert prediction["profile"] == "default/synthetic" and prediction["time"] == "2026-12-02T12:00:00Z"
-    assert float(advice.annotations[ann.PREDICTED_RUNTIME_SECONDS]) == pytest.approx(prediction["p50"], abs=0.05)
+    assert float(notes_of(advice)[ann.PREDICTED_RUNTIME_SECONDS]) == pytest.approx(prediction["p50"], abs=0.05)
+    after = applied(rayjob, advice)
+    assert ann.ERROR not in after["metadata"]["annotations"] and after["spec"] == rayjob["spec"]
 
 
 @pytest.mark.parametrize(
@@ -43,39 +71,47 @@ def test_a_good_job_gets_the_prediction_annotations_and_its_error_cleared(store)
     ],
 )
 def test_bad_input_becomes_the_error_annotation_and_a_warning(store, notes, message):
-    advice = advise(make_rayjob(annotations=notes), store, now=NOW)
-    assert message in advice.error and advice.annotations == {ann.ERROR: advice.error}
-    assert advice.warnings == (f"rayjob-advisor: {advice.error}",) and advice.worker_groups is None
+    rayjob = make_rayjob(annotations=notes)
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    assert message in advice.error and advice.patch == {"metadata": {"annotations": {ann.ERROR: advice.error}}}
+    assert advice.warnings == [f"rayjob-advisor: {advice.error}"] and not advice.resized
+    (event,) = advice.messages
+    assert event.warning and event.event and event.reason == "CannotPredict"
+    again = make_rayjob(annotations={**notes, ann.ERROR: advice.error})
+    assert not advise(again, store, policy=POLICY, may_resize=True, now=NOW).messages[0].event  # no repeated Event
 
 
 def test_mode_off_by_annotation_or_namespace_label(store):
     notes = {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10"}
-    assert advise(make_rayjob(annotations={**notes, ann.MODE: "off"}), store) is None
-    assert advise(make_rayjob(annotations=notes), store, namespace_labels={ann.MODE: "off"}) is None
+    off = make_rayjob(annotations={**notes, ann.MODE: "off"})
+    assert advise(off, store, policy=POLICY, may_resize=True, now=NOW) == Advice()
+    in_off_namespace = Policy(namespace_labels={ann.MODE: "off"})
+    assert advise(make_rayjob(annotations=notes), store, policy=in_off_namespace, may_resize=True, now=NOW) == Advice()
 
 
 def test_default_workload_applies_to_jobs_that_name_none(store):
-    config = OperatorConfig(default_workload="synthetic")
-    advice = advise(make_rayjob(annotations={ann.DATASET_SIZE: "8000"}), store, config=config, now=NOW)
-    assert advice.error is None
+    policy = Policy(default_workload="synthetic")
+    advice = advise(make_rayjob(annotations={ann.DATASET_SIZE: "8000"}), store, policy=policy, may_resize=True, now=NOW)
+    assert advice.error is None and advice.workload == "synthetic"
 
 
 def test_a_profile_still_being_fitted_is_not_an_error():
     store = profiles.ProfileStore(shipped=False)
     store.put("default", "p", "synthetic", synthetic_observations(), [])
     with pytest.raises(ProfileNotReady, match="default/synthetic is being fitted"):
-        advise(make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10"}), store)
+        rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10"})
+        advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
 
 
 @pytest.mark.parametrize(("name", "rayjob"), sample_rayjobs(), ids=[n for n, _ in sample_rayjobs()])
 def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(store, name, rayjob):
     rayjob = json.loads(json.dumps(rayjob))
     rayjob["metadata"].setdefault("annotations", {}).update({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000"})
-    advice = advise(rayjob, store, now=NOW)
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
     if name == "ray-job.use-existing-raycluster.yaml":
         assert "spec.clusterSelector" in advice.error
     else:
-        assert advice.error is None and ann.PREDICTION in advice.annotations
+        assert advice.error is None and ann.PREDICTION in notes_of(advice)
 
 
 def test_config_from_environment_and_flags():
@@ -86,53 +122,57 @@ def test_config_from_environment_and_flags():
         load_config({"log_format": "xml"}, {})
 
 
-def deadline_job(mode: str, deadline: str = "30s", replicas: int = 1) -> dict:
+def deadline_job(mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, **notes: str) -> dict:
     return make_rayjob(
         annotations={
             ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64",
-            ann.DEADLINE: deadline, ann.MODE: mode,
+            ann.DEADLINE: deadline, ann.MODE: mode, **notes,
         },
         groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)],
+        suspend=suspend,
     )  # fmt: skip
 
 
 def test_recommend_mode_annotates_the_plan_and_explains_it(store):
-    advice = advise(deadline_job("recommend"), store, now=NOW)
-    plan = json.loads(advice.annotations[ann.RECOMMENDATION])
-    assert advice.worker_groups is None and ann.ORIGINAL_REPLICAS not in advice.annotations
-    assert advice.warnings == (f"rayjob-advisor: recommends {plan['replicas']} replicas: {plan['reason']}",)
+    rayjob = deadline_job("recommend")
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
+    assert "spec" not in advice.patch and ann.ORIGINAL_REPLICAS not in notes_of(advice)
+    assert advice.warnings == [f"rayjob-advisor: recommends {plan['replicas']} replicas: {plan['reason']}"]
+    assert not advice.messages[0].event  # the annotation says it; no Event on every update
 
 
 def test_enforce_mode_resizes_the_scaled_group_within_widened_bounds(store):
     rayjob = deadline_job("enforce", deadline="20s")
-    advice = advise(rayjob, store, now=NOW)
-    plan = json.loads(advice.annotations[ann.RECOMMENDATION])
-    assert plan["replicas"] > 1  # 16000 samples on one worker take longer than 20 s in the synthetic law
-    (group,) = advice.worker_groups
-    assert group["replicas"] == plan["replicas"]
-    assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
-    assert ann.ORIGINAL_REPLICAS not in advice.annotations  # written only where the groups are applied
-    assert json.loads(advice.resize_annotations()[ann.ORIGINAL_REPLICAS]) == {
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    assert plan["replicas"] > 1 and advice.resized  # 16000 samples on one worker take longer than 20 s
+    (group,) = after["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert group["replicas"] == plan["replicas"] and group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    assert json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS]) == {
         "groupName": "workers", "replicas": 1, "minReplicas": 1, "maxReplicas": 4,
     }  # fmt: skip
     assert advice.warnings[0].startswith(f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']}: ")
-    rewritten = json.loads(json.dumps(rayjob))
-    rewritten["spec"]["rayClusterSpec"]["workerGroupSpecs"] = advice.worker_groups
-    assert_valid_rayjob(rewritten)
 
 
-def test_resizing_widens_min_and_max_only_as_needed():
-    rayjob = make_rayjob(groups=[worker_group("a", replicas=1), worker_group("b", replicas=2, minReplicas=2, maxReplicas=3)])
-    groups, original = resized_groups(rayjob, 1, 6)
-    assert [(g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [(1, 1, 8), (6, 2, 6)]
-    assert original == {"groupName": "b", "replicas": 2, "minReplicas": 2, "maxReplicas": 3}
-    groups, _ = resized_groups(rayjob, 1, 1)
-    assert (groups[1]["replicas"], groups[1]["minReplicas"], groups[1]["maxReplicas"]) == (1, 1, 3)
+def test_enforce_without_leave_to_resize_only_recommends(store):
+    advice = advise(deadline_job("enforce", deadline="20s"), store, policy=POLICY, may_resize=False, now=NOW)
+    assert not advice.resized and "spec" not in advice.patch and ann.ORIGINAL_REPLICAS not in notes_of(advice)
+    assert advice.warnings[0].startswith("rayjob-advisor: recommends ")
+
+
+@pytest.mark.parametrize("notes", [{ann.RELEASE: "true"}, {ann.RELEASE: "true", ann.DATASET_SIZE: "many"}])
+def test_a_held_job_is_released_in_the_same_patch_whatever_the_advice(store, notes):
+    rayjob = deadline_job("enforce", deadline="20s", suspend=True, **notes)
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    assert applied(rayjob, advice)["spec"]["suspend"] is False
+    assert advise(rayjob, store, policy=POLICY, may_resize=False, now=NOW).patch.get("spec", {}).get("suspend") is None
 
 
 def test_enforce_never_resizes_groups_the_autoscaler_owns(store):
     rayjob = deadline_job("enforce", deadline="20s")
     rayjob["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
-    advice = advise(rayjob, store, now=NOW)
-    plan = json.loads(advice.annotations[ann.RECOMMENDATION])
-    assert advice.worker_groups is None and plan["replicas"] == plan["currentReplicas"] == 1
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
+    assert not advice.resized and plan["replicas"] == plan["currentReplicas"] == 1

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import make_rayjob, sample_rayjobs, worker_group
 from emulator import Emulator, operator_settings, rfc3339, run_operator
-from rayjob_advisor import __version__, handlers, profiles
+from rayjob_advisor import __version__, profiles, run
 from rayjob_advisor import contract as ann
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.observations import Observation
@@ -69,7 +69,7 @@ def api():
 def operator(api: Emulator, **config: object):
     """A fresh operator run (own memo, so a restart forgets everything in memory)."""
     defaults = {"liveness_port": 0, "metrics_port": 0, "refit_interval_seconds": 0.1, "shipped_profiles": False}
-    arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, **{**defaults, **config}))
+    arguments = run.operator_arguments(OperatorConfig(kube_api=api.url, **{**defaults, **config}))
     settings = operator_settings()
     settings.persistence = arguments["settings"].persistence
     return run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=30)
@@ -330,12 +330,13 @@ def test_deadline_outcomes_are_reported_at_completion(api):
     with operator(api):
         api.create(rayjob("early", **{ann.DEADLINE: "1h"}))
         api.create(rayjob("late", **{ann.DEADLINE: "5m"}))
+        def reasons(name):
+            return {e["reason"]: e["type"] for e in api.objects("events") if e["involvedObject"]["name"] == name}
+
         for name in ("early", "late"):
             wait_for_note(api, name, ann.PREDICTION)
             finish(api, name, minutes=10)
-            wait_for_note(api, name, ann.ACTUAL_RUNTIME_SECONDS)
-    def reasons(name):
-        return {e["reason"]: e["type"] for e in api.objects("events") if e["involvedObject"]["name"] == name}
+            api.wait_until(lambda name=name: {"DeadlineMet", "DeadlineMissed"} & set(reasons(name)), 30)
     assert reasons("early")["DeadlineMet"] == "Normal"
     assert reasons("late")["DeadlineMissed"] == "Warning"
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from conftest import assert_valid_rayjob, make_rayjob, worker_group
 from emulator import Emulator, operator_settings, run_operator
 from rayjob_advisor import contract as ann
-from rayjob_advisor import handlers
+from rayjob_advisor import run
 from rayjob_advisor.config import OperatorConfig
 from test_operator import WORKLOAD, free_port, profile_manifest
 from tls import make_certificates
@@ -72,7 +72,7 @@ def webhook(tmp_path_factory):
             role="webhook", kube_api=api.url, liveness_port=0, metrics_port=0, webhook_port=port, shipped_profiles=False,
             tls_cert_file=str(cert), tls_key_file=str(key), refit_interval_seconds=0.1,
         )  # fmt: skip
-        arguments = handlers.operator_arguments(config)
+        arguments = run.operator_arguments(config)
         settings_ = operator_settings()
         settings_.persistence = arguments["settings"].persistence
         settings_.admission = arguments["settings"].admission

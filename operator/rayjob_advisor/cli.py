@@ -227,7 +227,7 @@ def _run(args: argparse.Namespace) -> None:
 
     import kopf
 
-    from rayjob_advisor import handlers
+    from rayjob_advisor import run  # kopf and the Kubernetes client load only for the operator
 
     flags = {key: value for key, value in vars(args).items() if key in OperatorConfig.model_fields}
     try:
@@ -239,7 +239,7 @@ def _run(args: argparse.Namespace) -> None:
         raise CliError(f"bad settings: {problems}") from None
     log_format = kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(verbose=False, log_format=log_format)
-    asyncio.run(kopf.operator(**handlers.operator_arguments(config)))
+    asyncio.run(kopf.operator(**run.operator_arguments(config)))
 
 
 def _read_rayjob(path: pathlib.Path) -> dict[str, Any]:

@@ -20,8 +20,6 @@ from rayjob_advisor import contract
 from rayjob_advisor.features import Features
 from rayjob_advisor.observations import Observation
 
-FINISHED_DEPLOYMENT_STATUSES = frozenset({"Complete", "Failed"})
-
 
 class Completion(pydantic.BaseModel):
     """What a finished RayJob teaches: the run, and how far off our prediction was."""
@@ -50,10 +48,6 @@ class Completion(pydantic.BaseModel):
         if self.predicted_seconds is not None:
             values[contract.PREDICTION_ERROR] = f"{self.predicted_seconds / actual - 1:+.4f}"
         return values
-
-
-def is_finished(status: Mapping[str, Any] | None) -> bool:
-    return (status or {}).get("jobDeploymentStatus") in FINISHED_DEPLOYMENT_STATUSES
 
 
 def attempt_source(uid: str, status: Mapping[str, Any] | None) -> str:

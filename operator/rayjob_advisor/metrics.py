@@ -18,11 +18,13 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from rayjob_advisor import __version__
+from rayjob_advisor.completions import Completion, DeadlineOutcome
 
 PREFIX = "rayjob_advisor_"
 ERROR_BUCKETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0)
 ADMISSION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 JOB_LABELS = ("namespace", "name", "uid")
+JobKey = tuple[str, str, str]
 
 
 class JobGauges(Collector):
@@ -30,14 +32,14 @@ class JobGauges(Collector):
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
-        self._jobs: dict[tuple[str, str, str], dict[str, float]] = {}
+        self._jobs: dict[JobKey, dict[str, float]] = {}
         self._lock = threading.Lock()
 
-    def set(self, job: tuple[str, str, str], **values: float) -> None:
+    def set(self, job: JobKey, **values: float) -> None:
         with self._lock:
             self._jobs.setdefault(job, {}).update(values)
 
-    def finish(self, job: tuple[str, str, str], actual: float | None) -> None:
+    def finish(self, job: JobKey, actual: float | None) -> None:
         extra = {"actual": actual} if actual is not None else {}
         self.set(job, expires=time.monotonic() + self.ttl, **extra)
 
@@ -96,3 +98,30 @@ class Metrics:
             self.model_cv_error.remove(profile, previous)
         self._models[profile] = model
         self.model_cv_error.labels(profile, model).set(cv_error)
+
+    def advised(
+        self, job: JobKey, workload: str | None, p50: float | None, error: str | None, resized: bool, path: str
+    ) -> None:
+        """One piece of advice given (by ``path``: controller or webhook)."""
+        self.predictions.labels(workload or "", "error" if error else "predicted").inc()
+        if p50 is not None:
+            self.jobs.set(job, predicted=p50)
+        if resized:
+            self.rewrites.labels(path).inc()
+
+    def learned(self, job: JobKey, completion: Completion | None, deadline: DeadlineOutcome | None) -> None:
+        """A finished job: its actual runtime, our error, its deadline outcome, or why it was not learned."""
+        observation = completion.observation if completion else None
+        self.jobs.finish(job, observation.execution_seconds if observation else None)
+        if deadline is not None:
+            self.deadline_outcomes.labels(deadline.outcome).inc()
+        if completion is None:
+            return
+        if observation is None:
+            self.unlearned.labels(completion.outcome).inc()
+            return
+        workload = observation.workload or ""
+        if completion.relative_error is not None and completion.predicted_seconds is not None:
+            self.prediction_error.labels(workload).observe(completion.relative_error)
+            if completion.predicted_seconds < observation.execution_seconds:
+                self.underestimates.labels(workload).inc()

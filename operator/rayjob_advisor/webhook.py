@@ -1,32 +1,29 @@
 """The mutating admission webhook for RayJob CREATE (thin; stateless replicas).
 
-It predicts, plans and — in ``enforce`` mode — resizes the scaled worker
-group before KubeRay builds the cluster. It is fail-open: it never denies
-a RayJob, whatever goes wrong (bad annotations, a profile not yet fitted,
-our own bug); the reason goes back as an admission warning, which
-``kubectl apply`` prints. It has no side effects, so ``dryRun`` requests are
-answered the same way (and not counted as rewrites). Webhook replicas watch
-RuntimeProfiles read-only and fit them themselves: they write nothing to the
-cluster.
+It applies what ``application.advise`` decides before KubeRay builds the
+cluster: the prediction, the plan and — in ``enforce`` mode — the resized
+worker group. It is fail-open: it never denies a RayJob, whatever goes wrong
+(bad annotations, a profile not yet fitted, our own bug); the reason goes
+back as an admission warning, which ``kubectl apply`` prints. It has no
+side effects, so ``dryRun`` requests are answered the same way (and not
+counted as rewrites). Webhook replicas watch RuntimeProfiles read-only and
+fit them themselves: they write nothing to the cluster.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from rayjob_advisor import handlers
+from rayjob_advisor import application, profiles, wiring
 from rayjob_advisor.config import OperatorConfig
-from rayjob_advisor.prediction import ProfileNotReady, advise
+from rayjob_advisor.rayjob import merge
 
-WEBHOOK = kopf.OperatorRegistry()
-
-kopf.on.login(registry=WEBHOOK)(handlers.login)
-kopf.on.startup(registry=WEBHOOK)(handlers.start)
-kopf.on.cleanup(registry=WEBHOOK)(handlers.stop)
-kopf.on.event("", "v1", "namespaces", registry=WEBHOOK)(handlers.namespace_seen)
+REGISTRY = wiring.registry()
 
 
 def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
@@ -37,61 +34,42 @@ def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     settings.admission.managed = None
 
 
-@kopf.on.event(*handlers.PROFILES, registry=WEBHOOK)
+@kopf.on.event(*wiring.PROFILES, registry=REGISTRY)
 def profile_seen(
-    type: str,
-    namespace: str,
-    name: str,
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
-    memo: handlers.Memo,
-    **_: Any,
+    type: str, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: wiring.Memo, **_: Any
 ) -> None:
     """Read-only mirror of the RuntimeProfiles (the controller owns their status)."""
     if type == "DELETED":
         memo.store.remove(namespace, spec["workload"])
-        return
-    handlers.load_profile(memo, namespace, name, spec, status)
+    else:
+        wiring.load_profile(memo, namespace, name, spec, status)
 
 
 @kopf.on.mutate(
-    *handlers.RAYJOBS, operations=["CREATE"], id="advise", ignore_failures=True, side_effects=False, registry=WEBHOOK
+    *wiring.RAYJOBS, operations=["CREATE"], id="advise", ignore_failures=True, side_effects=False, registry=REGISTRY
 )
 def admit(
-    body: kopf.Body,
-    namespace: str,
-    patch: kopf.Patch,
-    warnings: list[str],
-    dryrun: bool,
-    memo: handlers.Memo,
-    logger: Any,
-    **_: Any,
+    body: kopf.Body, namespace: str, patch: kopf.Patch, warnings: list[str], dryrun: bool, memo: wiring.Memo, **_: Any
 ) -> None:
+    """Apply the advice to the RayJob being created; its messages become admission warnings."""
     with memo.metrics.admission_duration.time():
-        rewritten = _admit(body, namespace, patch, warnings, memo, logger)
-    if rewritten and not dryrun:
+        advice = _advice_or_unchanged(body, memo.store, memo.policy(namespace))
+    warnings.extend(advice.warnings)
+    merge(patch, advice.patch)
+    if advice.resized and not dryrun:
         memo.metrics.rewrites.labels("webhook").inc()
 
 
-def _admit(
-    body: kopf.Body, namespace: str, patch: kopf.Patch, warnings: list[str], memo: handlers.Memo, logger: Any
-) -> bool:
-    """Fill the patch and the warnings; True when the worker groups were resized."""
+def _advice_or_unchanged(
+    body: kopf.Body, store: profiles.ProfileStore, policy: application.Policy
+) -> application.Advice:
+    """Fail open: a profile still being fitted, or our own bug, admits the RayJob unchanged with a warning."""
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     try:
-        advice = advise(body, memo.store, memo.namespace_labels.get(namespace), memo.config)
-    except ProfileNotReady as exc:
-        warnings.append(f"rayjob-advisor: {exc}; admitted unchanged, the controller will predict shortly")
-        return False
+        return application.advise(body, store, policy=policy, may_resize=True, now=now)
+    except application.ProfileNotReady as exc:
+        text = f"{exc}; admitted unchanged, the controller will predict shortly"
     except Exception:  # noqa: BLE001 - fail open: our bug must never block a RayJob
-        logger.exception("advice failed; admitting the RayJob unchanged")
-        warnings.append("rayjob-advisor: internal error; admitted unchanged")
-        return False
-    if advice is None:
-        return False
-    warnings.extend(advice.warnings)
-    if advice.worker_groups is None:
-        patch.metadata.annotations.update(advice.annotations)
-        return False
-    patch.metadata.annotations.update(advice.resize_annotations())
-    patch.spec["rayClusterSpec"] = {"workerGroupSpecs": advice.worker_groups}
-    return True
+        logging.getLogger(__name__).exception("advice failed; admitting the RayJob unchanged")
+        text = "internal error; admitted unchanged"
+    return application.Advice(messages=(application.Message(reason="NotAdvised", text=text, warning=True),))

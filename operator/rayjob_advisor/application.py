@@ -1,0 +1,193 @@
+"""The advisor's two decisions about one RayJob, as plain data the kopf handlers only apply.
+
+``advise``: before a RayJob runs, one merge patch (the prediction and
+recommendation annotations, in ``enforce`` mode the resized worker group
+with ``original-replicas``, and the release of a job held for us) and the
+messages that explain it. ``learn``: when it has finished, what its run
+teaches (the observation to append, the error of our prediction, its
+deadline outcome). Bad input never raises: it becomes the ``error``
+annotation and a warning.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+
+from rayjob_advisor import completions, contract, planner, prediction, profiles
+from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
+from rayjob_advisor.observations import Observation
+from rayjob_advisor.rayjob import MergePatch, RayJob, merge
+
+
+class ProfileNotReady(Exception):
+    """The job's profile has no fitted model yet: try again shortly, never fit on the request path."""
+
+
+class Policy(pydantic.BaseModel):
+    """What the operator's configuration and the job's namespace decide for every job."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    default_workload: str | None = None
+    prices: planner.Prices = planner.Prices()
+    namespace_labels: Mapping[str, str] = pydantic.Field(default_factory=dict)
+
+
+class Message(pydantic.BaseModel):
+    """One thing to tell the user: an admission warning, and for ``event`` ones a Kubernetes Event."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    reason: str  # the Event reason, CamelCase
+    text: str
+    warning: bool = False
+    event: bool = True
+
+
+class Advice(pydantic.BaseModel):
+    """What ``advise`` decided: one merge patch for the RayJob and the messages that explain it."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    patch: MergePatch = pydantic.Field(default_factory=dict)
+    messages: tuple[Message, ...] = ()
+    workload: str | None = None
+    p50: float | None = None
+    error: str | None = None
+    resized: bool = False
+
+    @property
+    def warnings(self) -> list[str]:
+        """The admission warnings ``kubectl apply`` prints."""
+        return [f"rayjob-advisor: {message.text}" for message in self.messages]
+
+
+def job_inputs(rayjob: RayJob, policy: Policy) -> contract.AdvisorInputs:
+    """A RayJob's parsed advisor inputs, the configured default workload filling in a missing one."""
+    inputs = contract.parse_inputs(rayjob.annotations, rayjob.labels, policy.namespace_labels)
+    return inputs.model_copy(update={"workload": inputs.workload or policy.default_workload})
+
+
+def advise(
+    body: Mapping[str, Any], store: profiles.ProfileStore, *, policy: Policy, may_resize: bool, now: dt.datetime
+) -> Advice:
+    """The advisor's changes to one RayJob that has not started (an empty patch in mode ``off``).
+
+    ``may_resize``: KubeRay has not built the cluster yet (admission of a
+    CREATE, or a job held for us), so ``enforce`` may resize the scaled group
+    and a held job is released — whatever the advice, a RayJob is never left
+    waiting for us. Raises ``ProfileNotReady`` while the profile's first fit
+    is still running (the job stays held until it is done).
+    """
+    rayjob = RayJob(body)
+    release = rayjob.release() if may_resize else {}
+    try:
+        inputs = job_inputs(rayjob, policy)
+    except contract.AnnotationError as exc:
+        return _bad_input(rayjob, str(exc), release, workload=None)
+    if inputs.mode == "off":
+        return Advice(patch=release)
+    try:
+        job = features_from_rayjob(body, inputs)
+        prediction.require_predictable(job)
+        profile = _fitted_profile(store, rayjob.namespace, inputs.workload)
+    except (UnpredictableJob, contract.AnnotationError, profiles.UnknownWorkload) as exc:
+        return _bad_input(rayjob, str(exc), release, workload=inputs.workload)
+    result, plan = prediction.forecast(body, inputs, job, profile.model, profile.label, policy.prices, now)
+    notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
+    known = {"workload": inputs.workload, "p50": result.p50}
+    if plan is None:
+        return Advice(patch=merge(_annotations(notes), release), **known)
+    notes[contract.RECOMMENDATION] = plan.annotation()
+    if not (may_resize and inputs.mode == "enforce" and plan.replicas != plan.current_replicas):
+        message = Message(reason="Recommended", text=f"recommends {plan.replicas} replicas: {plan.reason}", event=False)
+        return Advice(patch=merge(_annotations(notes), release), messages=(message,), **known)
+    return _resized(rayjob, job, plan, notes, release, known)
+
+
+def _resized(
+    rayjob: RayJob,
+    job: Features,
+    plan: planner.Recommendation,
+    notes: dict[str, str | None],
+    release: MergePatch,
+    known: dict[str, Any],
+) -> Advice:
+    """The advice that applies ``plan`` to the scaled group, recording what it had before."""
+    assert job.scale_group is not None  # a plan that changes replicas has a group to change
+    resize, original = rayjob.resize(job.scale_group.index, plan.replicas)
+    notes[contract.ORIGINAL_REPLICAS] = contract.compact_json(original)
+    text = f"set {plan.group} replicas {plan.current_replicas} -> {plan.replicas}: {plan.reason}"
+    patch = merge(merge(_annotations(notes), resize), release)
+    return Advice(patch=patch, messages=(Message(reason="Resized", text=text),), resized=True, **known)
+
+
+def _annotations(notes: Mapping[str, str | None]) -> MergePatch:
+    return {"metadata": {"annotations": dict(notes)}}
+
+
+def _bad_input(rayjob: RayJob, message: str, release: MergePatch, workload: str | None) -> Advice:
+    """The ``error`` annotation and a warning; an Event only when the error is new (no repeats on updates)."""
+    new = rayjob.annotations.get(contract.ERROR) != message
+    note = Message(reason="CannotPredict", text=message, warning=True, event=new)
+    patch = merge(_annotations({contract.ERROR: message}), release)
+    return Advice(patch=patch, messages=(note,), workload=workload, error=message)
+
+
+def _fitted_profile(store: profiles.ProfileStore, namespace: str, workload: str | None) -> profiles.Profile:
+    """The job's profile, fitted; a failed fit is the user's problem to see, a running one is not."""
+    if workload is None:
+        raise profiles.UnknownWorkload(
+            f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
+        )
+    profile = store.find(namespace, workload)
+    if profile.model is None:
+        if profile.fit_error:
+            raise profiles.UnknownWorkload(f"profile {profile.label}: {profile.fit_error}")
+        raise ProfileNotReady(f"profile {profile.label} is being fitted")
+    return profile
+
+
+class Lesson(pydantic.BaseModel):
+    """What a finished RayJob teaches: the annotations to write, the run to learn, how we did."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    patch: MergePatch = pydantic.Field(default_factory=dict)
+    messages: tuple[Message, ...] = ()
+    completion: completions.Completion | None = None
+    deadline: completions.DeadlineOutcome | None = None
+
+    @property
+    def observation(self) -> Observation | None:
+        return self.completion.observation if self.completion else None
+
+
+def learn(body: Mapping[str, Any], policy: Policy) -> Lesson:
+    """A finished RayJob's actual runtime, our error and its deadline outcome; a malformed status is reported."""
+    rayjob = RayJob(body)
+    try:
+        inputs: contract.AdvisorInputs | None = job_inputs(rayjob, policy)
+    except contract.AnnotationError:
+        inputs = None
+    try:
+        job = features_from_rayjob(body, inputs) if inputs is not None and inputs.workload else None
+    except (contract.AnnotationError, UnpredictableJob):
+        job = None
+    try:
+        completion = completions.completion(body, job)
+        outcome = completions.deadline_outcome(body, inputs) if inputs is not None else None
+    except ValueError as exc:
+        text = f"finished RayJob has a malformed status: {exc}"
+        return Lesson(messages=(Message(reason="CannotLearn", text=text, warning=True),))
+    messages = () if outcome is None else (_deadline_message(outcome),)
+    return Lesson(patch=_annotations(completion.annotations()), messages=messages, completion=completion, deadline=outcome)
+
+
+def _deadline_message(outcome: completions.DeadlineOutcome) -> Message:
+    reason = {"met": "DeadlineMet", "missed": "DeadlineMissed", "failed": "DeadlineFailed"}[outcome.outcome]
+    return Message(reason=reason, text=outcome.message(), warning=outcome.outcome != "met")

@@ -1,0 +1,168 @@
+"""What both roles (controller and webhook) run on: the memo, kopf's settings, and start-up.
+
+State lives in kopf's ``memo`` (one ``Memo`` per operator run): the profile
+store, its background refitter, namespace labels, metrics and the API
+client. kopf's own state is stored in annotations under our prefix; RayJobs
+get no finalizer (no deletion handler is registered for them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+import kubernetes
+import pydantic
+
+from rayjob_advisor import contract, kubeapi, profiles
+from rayjob_advisor.application import Message, Policy
+from rayjob_advisor.config import OperatorConfig
+from rayjob_advisor.metrics import Metrics
+
+RAYJOBS = ("ray.io", "v1", "rayjobs")
+PROFILES = kubeapi.PROFILES
+STORAGE_PREFIX = "rayjob-advisor.io"
+RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Memo:
+    """Per-run state shared by the handlers (passed to ``kopf.operator(memo=...)``)."""
+
+    config: OperatorConfig
+    store: profiles.ProfileStore = dataclasses.field(init=False)
+    namespace_labels: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    metrics: Metrics = dataclasses.field(init=False)
+    refitter: profiles.Refitter | None = None
+    api: kubernetes.client.CustomObjectsApi | None = None
+
+    def __post_init__(self) -> None:
+        self.store = profiles.ProfileStore(shipped=self.config.shipped_profiles)
+        self.metrics = Metrics(job_ttl=self.config.metrics_job_ttl_seconds)
+
+    def policy(self, namespace: str | None) -> Policy:
+        """The configuration's decisions for every job in ``namespace`` (its labels may set the mode)."""
+        return Policy(
+            default_workload=self.config.default_workload,
+            prices=self.config.prices,
+            namespace_labels=self.namespace_labels.get(namespace or "", {}),
+        )
+
+
+class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff-base, keeping our *input* annotations in the essence it compares.
+
+    kopf drops every annotation under its storage prefix from the essence;
+    ours shares the prefix with the users' inputs, whose changes must
+    trigger a new prediction. (Our outputs stay out, or every write of ours
+    would trigger another.)
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        inputs = [("metadata", "annotations", key) for key in contract.INPUT_KEYS]
+        return super().build(body=body, extra_fields=[*(extra_fields or ()), *inputs])
+
+
+class InputsAwareProgress(kopf.AnnotationsProgressStorage):
+    """kopf's progress storage; its clean-up of the essence spares the input annotations too."""
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        notes = essence.get("metadata", {}).get("annotations", {})
+        inputs = {key: value for key, value in notes.items() if key in contract.INPUT_KEYS}
+        cleared = super().clear(essence=essence)
+        if inputs:
+            cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(inputs)  # type: ignore[typeddict-item]
+        return cleared
+
+
+def settings() -> kopf.OperatorSettings:
+    """kopf's settings: its state in annotations under our prefix."""
+    result = kopf.OperatorSettings()
+    result.persistence.progress_storage = InputsAwareProgress(prefix=STORAGE_PREFIX)
+    result.persistence.diffbase_storage = InputsAwareDiffBase(prefix=STORAGE_PREFIX)
+    result.persistence.finalizer = f"{STORAGE_PREFIX}/finalizer"  # never set on RayJobs: no deletion handlers
+    return result
+
+
+def operator_arguments(config: OperatorConfig, registry: kopf.OperatorRegistry) -> dict[str, Any]:
+    """Keyword arguments of ``kopf.operator`` for a run of ``registry``'s handlers with ``config``."""
+    return {
+        "registry": registry,
+        "settings": settings(),
+        "memo": Memo(config),
+        "standalone": True,  # one controller replica (Recreate); webhook replicas only read: no peering needed
+        "clusterwide": not config.namespaces,
+        "namespaces": list(config.namespaces),
+        "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
+    }
+
+
+def post(body: kopf.Body, message: Message) -> None:
+    """A message as a Kubernetes Event on the object (Warning or Normal)."""
+    (kopf.warn if message.warning else kopf.info)(body, reason=message.reason, message=message.text)
+
+
+def registry() -> kopf.OperatorRegistry:
+    """A registry with the handlers every role needs: log in, load profiles at start-up, watch namespaces."""
+    result = kopf.OperatorRegistry()
+    kopf.on.login(registry=result)(_login)
+    kopf.on.startup(registry=result)(_start)
+    kopf.on.cleanup(registry=result)(_stop)
+    kopf.on.event("", "v1", "namespaces", registry=result)(_namespace_seen)
+    return result
+
+
+def _login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    if memo.config.kube_api:
+        return kopf.ConnectionInfo(server=memo.config.kube_api)
+    return kopf.login_via_client(memo=memo, **kwargs)
+
+
+def _start(memo: Memo, **_: Any) -> None:
+    """Load every RuntimeProfile before any RayJob is handled (else early jobs find no profile), start fitting."""
+    memo.api = kubeapi.client(memo.config.kube_api)
+    for item in kubeapi.list_profiles(memo.api, memo.config.namespaces):
+        namespace, name = item["metadata"]["namespace"], item["metadata"]["name"]
+        try:
+            load_profile(memo, namespace, name, item["spec"], item.get("status") or {})
+        except pydantic.ValidationError as exc:  # reported by its own handler; never stops the operator
+            logger.warning("skipping RuntimeProfile %s/%s: %s", namespace, name, exc)
+    if memo.config.metrics_port:
+        memo.metrics.serve(memo.config.metrics_port)
+    memo.refitter = profiles.Refitter(memo.store, lambda profile: _publish_fit(memo, profile), memo.config.refit_interval_seconds)
+    memo.refitter.start()
+
+
+def _stop(memo: Memo, **_: Any) -> None:
+    if memo.refitter is not None:
+        memo.refitter.stop()
+
+
+def _publish_fit(memo: Memo, profile: profiles.Profile) -> None:
+    """Export a new fit's error; the controller also shows it in the RuntimeProfile's ``status.model``."""
+    if profile.model is not None:
+        memo.metrics.profile_fitted(profile.label, profile.model.selected_, profile.model.cv_mape_)
+    if memo.config.role == "controller" and profile.namespace is not None and memo.api is not None:
+        kubeapi.publish_fit(memo.api, profile)
+
+
+def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, **_: Any) -> None:
+    """Namespace labels may set the mode of every RayJob in them."""
+    if type == "DELETED":
+        memo.namespace_labels.pop(name, None)
+    else:
+        memo.namespace_labels[name] = dict(labels)
+
+
+def load_profile(memo: Memo, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+    """Put a RuntimeProfile's runs in the store; the refitter fits it if they changed."""
+    workload = spec["workload"]
+    seed = profiles.observations_from_k8s(workload, spec.get("observations"))
+    learned = profiles.observations_from_k8s(workload, status.get("observations"))
+    memo.store.put(namespace, name, workload, seed, learned)
+    if memo.refitter is not None:
+        memo.refitter.wake()

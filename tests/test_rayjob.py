@@ -1,0 +1,58 @@
+"""The typed RayJob view: status vocabulary, jobs held for the planner and their release, resizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import make_rayjob, worker_group
+from rayjob_advisor import contract as ann
+from rayjob_advisor.rayjob import RayJob, is_finished, is_waiting, merge
+
+
+def test_suspended_jobs_are_held_only_when_they_ask_for_release():
+    assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)).hold == "suspended"
+    assert RayJob(make_rayjob(suspend=True)).hold is None  # suspended by someone else, for their reasons
+    assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"})).hold is None  # not suspended: nothing to hold
+    assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)).release() == {"spec": {"suspend": False}}
+    assert RayJob(make_rayjob(suspend=True)).release() == {}  # not ours to release
+
+
+def test_kueue_gates_release_only_ours():
+    gated = RayJob(make_rayjob(annotations={ann.KUEUE_GATES: "example.com/quota, rayjob-advisor.io/planner"}, suspend=True))
+    assert gated.hold == "gated"
+    assert gated.release() == {"metadata": {"annotations": {ann.KUEUE_GATES: "example.com/quota"}}}
+    alone = RayJob(make_rayjob(annotations={ann.KUEUE_GATES: "rayjob-advisor.io/planner"}))
+    assert alone.release() == {"metadata": {"annotations": {ann.KUEUE_GATES: None}}}
+    assert RayJob(make_rayjob(annotations={ann.KUEUE_GATES: "example.com/quota"})).hold is None
+
+
+@pytest.mark.parametrize(
+    ("deployment", "waiting", "finished"),
+    [(None, True, False), ("", True, False), ("Initializing", True, False), ("Suspended", True, False),
+     ("Running", False, False), ("Complete", False, True), ("Failed", False, True)],
+)  # fmt: skip
+def test_status_vocabulary(deployment, waiting, finished):
+    status = {} if deployment is None else {"jobDeploymentStatus": deployment}
+    assert (is_waiting(status), is_finished(status)) == (waiting, finished)
+    assert (RayJob({"status": status}).waiting, RayJob({"status": status}).finished) == (waiting, finished)
+
+
+def test_resizing_widens_min_and_max_only_as_needed():
+    rayjob = RayJob(make_rayjob(groups=[worker_group("a", replicas=1), worker_group("b", replicas=2, minReplicas=2, maxReplicas=3)]))
+    patch, original = rayjob.resize(1, 6)
+    groups = patch["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert [(g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [(1, 1, 8), (6, 2, 6)]
+    assert original == {"groupName": "b", "replicas": 2, "minReplicas": 2, "maxReplicas": 3}
+    patch, _ = rayjob.resize(1, 1)
+    group = patch["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (1, 1, 3)
+    assert rayjob.body["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["replicas"] == 2  # the body is not touched
+
+
+def test_merge_patches_merge_nested_mappings_and_replace_the_rest():
+    target = {"metadata": {"annotations": {"a": "1"}}, "spec": {"suspend": True}}
+    source = {"metadata": {"annotations": {"b": None}}, "spec": {"suspend": False, "x": [1]}}
+    assert merge(target, source) == {"metadata": {"annotations": {"a": "1", "b": None}}, "spec": {"suspend": False, "x": [1]}}
+    fresh = merge({}, source)
+    source["metadata"]["annotations"]["b"] = "changed"
+    assert fresh["metadata"]["annotations"]["b"] is None  # copied, not shared
