@@ -166,10 +166,7 @@ def _worker_group(spec: Mapping[str, Any], index: int) -> WorkerGroup:
     min_replicas = _integer(spec, "minReplicas", DEFAULT_MIN_REPLICAS, where)
     max_replicas = _integer(spec, "maxReplicas", DEFAULT_MAX_REPLICAS, where)
     replicas = _integer(spec, "replicas", DEFAULT_REPLICAS, where)
-    if min_replicas > max_replicas:
-        replicas = max_replicas
-    else:
-        replicas = min(max(replicas, min_replicas), max_replicas)
+    replicas = max_replicas if min_replicas > max_replicas else min(max(replicas, min_replicas), max_replicas)
     resources = _container_resources(spec, where)
     return WorkerGroup(
         name=name,
@@ -219,7 +216,7 @@ def _container_resources(group: Mapping[str, Any], where: str) -> dict[str, Any]
 def _quantity(value: Any, what: str) -> Decimal:
     """A Kubernetes quantity (``500m``, ``2``, ``1.5``, ``4Gi``), never negative."""
     try:
-        amount = parse_quantity(value)
+        amount: Decimal = parse_quantity(value)  # kubernetes leaves it unannotated
     except (ValueError, TypeError, InvalidOperation) as exc:
         raise UnpredictableJob(f"{what}: {value!r} is not a Kubernetes quantity ({exc})") from None
     if amount < 0:

@@ -66,20 +66,34 @@ class Metrics:
     def __init__(self, job_ttl: float = 600.0) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.predictions = Counter(f"{PREFIX}predictions", "RayJobs predicted, or not (result=error)", ["workload", "result"], registry=r)
+        self.predictions = Counter(
+            f"{PREFIX}predictions", "RayJobs predicted, or not (result=error)", ["workload", "result"], registry=r
+        )
         self.prediction_error = Histogram(
             f"{PREFIX}prediction_error_ratio", "|predicted - actual| / actual of finished jobs", ["workload"],
             buckets=ERROR_BUCKETS, registry=r,
         )  # fmt: skip
-        self.underestimates = Counter(f"{PREFIX}underestimates", "finished jobs that ran longer than predicted", ["workload"], registry=r)
+        self.underestimates = Counter(
+            f"{PREFIX}underestimates", "finished jobs that ran longer than predicted", ["workload"], registry=r
+        )
         self.rewrites = Counter(f"{PREFIX}rewrites", "RayJobs resized in enforce mode", ["path"], registry=r)
-        self.deadline_outcomes = Counter(f"{PREFIX}deadline_outcomes", "finished jobs with a deadline", ["outcome"], registry=r)
-        self.unlearned = Counter(f"{PREFIX}jobs_not_learned", "finished jobs not learned from, by outcome", ["outcome"], registry=r)
+        self.deadline_outcomes = Counter(
+            f"{PREFIX}deadline_outcomes", "finished jobs with a deadline", ["outcome"], registry=r
+        )
+        self.unlearned = Counter(
+            f"{PREFIX}jobs_not_learned", "finished jobs not learned from, by outcome", ["outcome"], registry=r
+        )
         self.model_cv_error = Gauge(
-            f"{PREFIX}model_cv_error_ratio", "cross-validated MAPE of each profile's selected model", ["profile", "model"], registry=r
+            f"{PREFIX}model_cv_error_ratio",
+            "cross-validated MAPE of each profile's selected model",
+            ["profile", "model"],
+            registry=r,
         )
         self.admission_duration = Histogram(
-            f"{PREFIX}admission_duration_seconds", "time to answer an AdmissionReview", buckets=ADMISSION_BUCKETS, registry=r
+            f"{PREFIX}admission_duration_seconds",
+            "time to answer an AdmissionReview",
+            buckets=ADMISSION_BUCKETS,
+            registry=r,
         )
         build = Gauge(f"{PREFIX}build_info", "version of the running advisor", ["version", "python"], registry=r)
         build.labels(__version__, platform.python_version()).set(1)

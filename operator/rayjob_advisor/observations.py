@@ -97,7 +97,9 @@ class ObservationsError(ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-def read_observations(path: str | pathlib.Path, *, skip_bad_rows: bool = False) -> tuple[list[Observation], list[RowProblem]]:
+def read_observations(
+    path: str | pathlib.Path, *, skip_bad_rows: bool = False
+) -> tuple[list[Observation], list[RowProblem]]:
     """Parse a CSV of observations.
 
     A bad header always raises. Bad rows raise too unless ``skip_bad_rows``,
@@ -112,7 +114,8 @@ def read_observations(path: str | pathlib.Path, *, skip_bad_rows: bool = False) 
         while header and header[0].startswith("#"):
             header = next(reader, None)
         if header is None:
-            raise ObservationsError([RowProblem(name, reader.line_num or 1, None, "the file is empty; expected a header row")])
+            empty = RowProblem(name, reader.line_num or 1, None, "the file is empty; expected a header row")
+            raise ObservationsError([empty])
         header = [h.strip() for h in header]
         _check_header(name, reader.line_num, header)
         observations: list[Observation] = []
@@ -124,7 +127,7 @@ def read_observations(path: str | pathlib.Path, *, skip_bad_rows: bool = False) 
             if len(cells) != len(header):
                 problems.append(RowProblem(name, line, None, f"expected {len(header)} cells, found {len(cells)}"))
                 continue
-            raw = {column: (cell.strip() or None) for column, cell in zip(header, cells)}
+            raw = {column: (cell.strip() or None) for column, cell in zip(header, cells, strict=True)}
             try:
                 observations.append(Observation.model_validate(raw))
             except pydantic.ValidationError as exc:

@@ -11,7 +11,7 @@ misses.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -20,7 +20,6 @@ import pydantic
 from rayjob_advisor import contract
 from rayjob_advisor.features import Features
 from rayjob_advisor.models.design import Runlike
-
 
 MAX_CANDIDATES = 16
 
@@ -40,9 +39,9 @@ class Prices(pydantic.BaseModel):
 class RuntimePredictor(Protocol):
     """What the planner needs of a fitted ``RuntimeModel``."""
 
-    def predict(self, runs: Sequence[Runlike]) -> Sequence[float]: ...
+    def predict(self, runs: Sequence[Runlike]) -> Iterable[float]: ...
 
-    def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> Sequence[float]: ...
+    def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> Iterable[float]: ...
 
 
 class Option(pydantic.BaseModel):
@@ -100,7 +99,7 @@ def replica_counts(features: Features) -> list[int]:
     if high - low + 1 <= MAX_CANDIDATES:
         return list(range(low, high + 1))
     sample = np.geomspace(low, high, MAX_CANDIDATES)
-    return sorted({low, high, current} | {int(round(x)) for x in sample})
+    return sorted({low, high, current} | {round(x) for x in sample})
 
 
 def options(
@@ -162,7 +161,9 @@ def recommend(
                     f"the fastest, {choice.replicas} replicas, {shortfall}"
                 )
             else:
-                reason = f"the deadline cannot be met at the job's only size, {choice.replicas} replicas: it {shortfall}"
+                reason = (
+                    f"the deadline cannot be met at the job's only size, {choice.replicas} replicas: it {shortfall}"
+                )
     return Recommendation(
         group=job.scale_group.name if job.scale_group else None,
         replicas=choice.replicas,

@@ -14,7 +14,6 @@ from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, read_observations
 
-
 logger = logging.getLogger(__name__)
 SHIPPED_DATA = pathlib.Path(__file__).parent / "data"
 
@@ -155,7 +154,7 @@ class Profile:
         except NotEnoughData as exc:
             self.fit_error = f"cannot fit {len(observations)} runs: {exc}"
         self.fitted_version = version
-        self.fitted_at = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        self.fitted_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
 
     def model_status(self) -> dict[str, object]:
         """What ``status.model`` of the RuntimeProfile shows."""
@@ -259,6 +258,6 @@ class Refitter:
                 profile.fit()
                 try:
                     self.on_fitted(profile)
-                except Exception:  # noqa: BLE001 - a failed publication must not stop future fits
+                except Exception:  # a failed publication must not stop future fits
                     logger.exception("could not publish the fit of profile %s", profile.label)
             self._wake.wait(self.interval)

@@ -20,14 +20,20 @@ WORK, EPOCHS, WORKERS, BATCH, CPUS, GPUS, NODES = range(len(COLUMNS))
 
 
 class Runlike(Protocol):
-    """What both an ``Observation`` and prediction ``Features`` offer."""
+    """What both an ``Observation`` and prediction ``Features`` offer (read-only: both are frozen)."""
 
-    dataset_size: int | None
-    epochs: int | None
-    batch_size: int | None
-    workers: int
-    cpus_per_worker: float | None
-    gpus_per_worker: float | None
+    @property
+    def dataset_size(self) -> int | None: ...
+    @property
+    def epochs(self) -> int | None: ...
+    @property
+    def batch_size(self) -> int | None: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def cpus_per_worker(self) -> float | None: ...
+    @property
+    def gpus_per_worker(self) -> float | None: ...
 
 
 def design_row(run: Runlike, nodes: int | None) -> list[float]:

@@ -32,7 +32,7 @@ import ray
 import ray.train
 import torch
 import torch.distributed as dist
-from ray._raylet import Config as ray_config
+from ray._raylet import Config as ray_config  # type: ignore[attr-defined]  # ray's _raylet.pyi omits it
 from ray.train.torch import TorchTrainer
 from tqdm import tqdm
 
@@ -95,14 +95,15 @@ def load_train_function(name: str) -> TrainFunction:
         return WORKLOADS[name]
     module_name, _, function_name = name.partition(":")
     if not function_name:
-        raise ValueError(f"unknown workload {name!r}: use one of {', '.join(WORKLOADS)} or --train-func module:function")
-    function = getattr(importlib.import_module(module_name), function_name, None)
+        known = ", ".join(WORKLOADS)
+        raise ValueError(f"unknown workload {name!r}: use one of {known} or --train-func module:function")
+    function: TrainFunction | None = getattr(importlib.import_module(module_name), function_name, None)
     if not callable(function):
         raise ValueError(f"{name!r}: {module_name} has no function {function_name!r}")
     return function
 
 
-def _timed(train: TrainFunction) -> TrainFunction:
+def _timed(train: TrainFunction) -> Callable[[dict[str, Any]], dict[str, float]]:
     """Wrap a training function to time it on every worker and count the nodes it ran on."""
 
     def loop(config: dict[str, Any]) -> dict[str, float]:
@@ -161,8 +162,10 @@ class RayTrainRunner:
 
     def __call__(self, spec: RunSpec) -> Observation:
         config = dataclasses.asdict(spec)
+        # The two ignores below: ray.train picks Train v1 or v2 at import (v2 by default); mypy sees v1,
+        # whose trainer expects no return value and whose Result has no return_value.
         trainer = TorchTrainer(
-            _timed(self.train),
+            _timed(self.train),  # type: ignore[arg-type]
             train_loop_config=config,
             scaling_config=ray.train.ScalingConfig(
                 num_workers=spec.workers,
@@ -178,13 +181,13 @@ class RayTrainRunner:
         started = time.time()
         try:
             result = trainer.fit()
-        except Exception as exc:  # noqa: BLE001 - any failure of the job is the run's outcome
+        except Exception as exc:  # any failure of the job is the run's outcome
             raise RunFailed(_summary(exc)) from exc
         if result.error is not None:
             raise RunFailed(_summary(result.error))
-        if not result.return_value:
+        timings: dict[str, float] | None = result.return_value  # type: ignore[attr-defined]
+        if not timings:
             raise RunFailed("the training function returned no timing from rank 0")
-        timings = result.return_value
         return Observation.measured(
             spec,
             nodes=int(timings["nodes"]),
@@ -255,4 +258,4 @@ def _append_failure(path: pathlib.Path, spec: RunSpec, error: str) -> None:
         writer = csv.writer(stream)
         if new:
             writer.writerow(FAILURE_COLUMNS)
-        writer.writerow([spec.source, error, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")])
+        writer.writerow([spec.source, error, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")])

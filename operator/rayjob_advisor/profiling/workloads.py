@@ -18,7 +18,7 @@ import ray.train.torch
 import torch
 from sklearn.datasets import load_digits, make_classification
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from rayjob_advisor.profiling.timing import mark_first_batch
 
@@ -78,7 +78,7 @@ def data_parallel_training(
         optimizer = torch.optim.SGD(network.parameters(), lr=0.05, momentum=0.9)
         loss_function = nn.CrossEntropyLoss()
         for epoch in range(int(config["epochs"])):
-            if world > 1:
+            if isinstance(loader.sampler, DistributedSampler):  # added by prepare_data_loader when world > 1
                 loader.sampler.set_epoch(epoch)
             for x, y in loader:
                 mark_first_batch()
