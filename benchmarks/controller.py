@@ -33,7 +33,7 @@ from rayjob_advisor.config import OperatorConfig  # noqa: E402
 from rayjob_advisor.application import Policy, advise  # noqa: E402
 
 WORKLOAD = "digits-cnn"
-NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 MARK = "benchmark.rayjob-advisor.io/seen"
 
 

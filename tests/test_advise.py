@@ -98,8 +98,8 @@ def test_default_workload_applies_to_jobs_that_name_none(store):
 def test_a_profile_still_being_fitted_is_not_an_error():
     store = profiles.ProfileStore(shipped=False)
     store.put("default", "p", "synthetic", synthetic_observations(), [])
+    rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10"})
     with pytest.raises(ProfileNotReady, match="default/synthetic is being fitted"):
-        rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10"})
         advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
 
 

@@ -13,12 +13,16 @@ def test_suspended_jobs_are_held_only_when_they_ask_for_release():
     assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)).hold == "suspended"
     assert RayJob(make_rayjob(suspend=True)).hold is None  # suspended by someone else, for their reasons
     assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"})).hold is None  # not suspended: nothing to hold
-    assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)).release() == {"spec": {"suspend": False}}
+    assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)).release() == {
+        "spec": {"suspend": False}
+    }
     assert RayJob(make_rayjob(suspend=True)).release() == {}  # not ours to release
 
 
 def test_kueue_gates_release_only_ours():
-    gated = RayJob(make_rayjob(annotations={ann.KUEUE_GATES: "example.com/quota, rayjob-advisor.io/planner"}, suspend=True))
+    gated = RayJob(
+        make_rayjob(annotations={ann.KUEUE_GATES: "example.com/quota, rayjob-advisor.io/planner"}, suspend=True)
+    )
     assert gated.hold == "gated"
     assert gated.release() == {"metadata": {"annotations": {ann.KUEUE_GATES: "example.com/quota"}}}
     alone = RayJob(make_rayjob(annotations={ann.KUEUE_GATES: "rayjob-advisor.io/planner"}))
@@ -38,7 +42,9 @@ def test_status_vocabulary(deployment, waiting, finished):
 
 
 def test_resizing_widens_min_and_max_only_as_needed():
-    rayjob = RayJob(make_rayjob(groups=[worker_group("a", replicas=1), worker_group("b", replicas=2, minReplicas=2, maxReplicas=3)]))
+    rayjob = RayJob(
+        make_rayjob(groups=[worker_group("a", replicas=1), worker_group("b", replicas=2, minReplicas=2, maxReplicas=3)])
+    )
     patch, original = rayjob.resize(1, 6)
     groups = patch["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert [(g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [(1, 1, 8), (6, 2, 6)]
@@ -52,7 +58,10 @@ def test_resizing_widens_min_and_max_only_as_needed():
 def test_merge_patches_merge_nested_mappings_and_replace_the_rest():
     target = {"metadata": {"annotations": {"a": "1"}}, "spec": {"suspend": True}}
     source = {"metadata": {"annotations": {"b": None}}, "spec": {"suspend": False, "x": [1]}}
-    assert merge(target, source) == {"metadata": {"annotations": {"a": "1", "b": None}}, "spec": {"suspend": False, "x": [1]}}
+    assert merge(target, source) == {
+        "metadata": {"annotations": {"a": "1", "b": None}},
+        "spec": {"suspend": False, "x": [1]},
+    }
     fresh = merge({}, source)
     source["metadata"]["annotations"]["b"] = "changed"
     assert fresh["metadata"]["annotations"]["b"] is None  # copied, not shared

@@ -19,6 +19,7 @@ import pydantic
 
 from rayjob_advisor import completions, contract, planner, prediction, profiles
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
+from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.rayjob import MergePatch, RayJob, merge
 
@@ -94,10 +95,10 @@ def advise(
     try:
         job = features_from_rayjob(body, inputs)
         prediction.require_predictable(job)
-        profile = _fitted_profile(store, rayjob.namespace, inputs.workload)
+        profile, model = _fitted_profile(store, rayjob.namespace, inputs.workload)
     except (UnpredictableJob, contract.AnnotationError, profiles.UnknownWorkload) as exc:
         return _bad_input(rayjob, str(exc), release, workload=inputs.workload)
-    result, plan = prediction.forecast(body, inputs, job, profile.model, profile.label, policy.prices, now)
+    result, plan = prediction.forecast(body, inputs, job, model, profile.label, policy.prices, now)
     notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
     known = {"workload": inputs.workload, "p50": result.p50}
     if plan is None:
@@ -138,8 +139,10 @@ def _bad_input(rayjob: RayJob, message: str, release: MergePatch, workload: str 
     return Advice(patch=patch, messages=(note,), workload=workload, error=message)
 
 
-def _fitted_profile(store: profiles.ProfileStore, namespace: str, workload: str | None) -> profiles.Profile:
-    """The job's profile, fitted; a failed fit is the user's problem to see, a running one is not."""
+def _fitted_profile(
+    store: profiles.ProfileStore, namespace: str, workload: str | None
+) -> tuple[profiles.Profile, RuntimeModel]:
+    """The job's profile and its model; a failed fit is the user's problem to see, a running one is not."""
     if workload is None:
         raise profiles.UnknownWorkload(
             f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
@@ -149,7 +152,7 @@ def _fitted_profile(store: profiles.ProfileStore, namespace: str, workload: str 
         if profile.fit_error:
             raise profiles.UnknownWorkload(f"profile {profile.label}: {profile.fit_error}")
         raise ProfileNotReady(f"profile {profile.label} is being fitted")
-    return profile
+    return profile, profile.model
 
 
 class Lesson(pydantic.BaseModel):
@@ -185,7 +188,8 @@ def learn(body: Mapping[str, Any], policy: Policy) -> Lesson:
         text = f"finished RayJob has a malformed status: {exc}"
         return Lesson(messages=(Message(reason="CannotLearn", text=text, warning=True),))
     messages = () if outcome is None else (_deadline_message(outcome),)
-    return Lesson(patch=_annotations(completion.annotations()), messages=messages, completion=completion, deadline=outcome)
+    patch = _annotations(completion.annotations())
+    return Lesson(patch=patch, messages=messages, completion=completion, deadline=outcome)
 
 
 def _deadline_message(outcome: completions.DeadlineOutcome) -> Message:

@@ -30,7 +30,13 @@ RETRY_SECONDS = wiring.RETRY_SECONDS
 @kopf.on.update(*wiring.PROFILES, backoff=RETRY_SECONDS, registry=REGISTRY)
 @kopf.on.field(*wiring.PROFILES, field="status.observations", backoff=RETRY_SECONDS, registry=REGISTRY)
 def profile_changed(
-    body: kopf.Body, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: wiring.Memo, **_: Any
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    memo: wiring.Memo,
+    **_: Any,
 ) -> None:
     try:
         wiring.load_profile(memo, namespace, name, spec, status)
@@ -41,8 +47,8 @@ def profile_changed(
 
 
 @kopf.on.delete(*wiring.PROFILES, optional=True, registry=REGISTRY)
-def profile_deleted(namespace: str, spec: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> None:
-    memo.store.remove(namespace, spec["workload"])
+def profile_deleted(namespace: str | None, spec: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> None:
+    memo.store.remove(namespace or "", spec["workload"])
 
 
 # RayJobs: predict before they run; learn when they finish.
@@ -55,15 +61,17 @@ def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
 @kopf.on.resume(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
 @kopf.on.create(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
 @kopf.on.update(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
-def predict(body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
+def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
     """Predict (and plan) a RayJob that has not started; a job held for us is also resized and released."""
-    held = RayJob(body).hold is not None
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    rayjob, now = RayJob(body), dt.datetime.now(dt.UTC).replace(microsecond=0)
+    namespace, held = rayjob.namespace, rayjob.hold is not None
     try:
         advice = application.advise(body, memo.store, policy=memo.policy(namespace), may_resize=held, now=now)
     except application.ProfileNotReady as exc:
         raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
-    memo.metrics.advised((namespace, name, uid), advice.workload, advice.p50, advice.error, advice.resized, "controller")
+    memo.metrics.advised(
+        (namespace, name, uid), advice.workload, advice.p50, advice.error, advice.resized, "controller"
+    )
     for message in advice.messages:
         if message.event:
             wiring.post(body, message)
@@ -72,15 +80,16 @@ def predict(body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Pa
 
 @kopf.on.field(*wiring.RAYJOBS, field="status.jobDeploymentStatus", when=lambda status, **_: is_finished(status),
                backoff=RETRY_SECONDS, registry=REGISTRY)  # fmt: skip
-async def finished(
-    body: kopf.Body, namespace: str, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any
-) -> None:
+async def finished(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
     """Record the actual runtime and the deadline outcome; append the run to its profile exactly once."""
+    namespace = RayJob(body).namespace
     lesson = application.learn(body, memo.policy(namespace))
     observation = lesson.observation
     if observation is not None:  # first, so that a retried append repeats no metric or Event
         try:
-            appended = await asyncio.to_thread(kubeapi.append_observation, memo.api, memo.store, namespace, observation)
+            appended = await asyncio.to_thread(
+                kubeapi.append_observation, memo.kube, memo.store, namespace, observation
+            )
         except kubeapi.ProfileConflict as exc:
             raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
         if appended:

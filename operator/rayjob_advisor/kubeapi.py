@@ -6,7 +6,7 @@ blocks the thread that waits for it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 
@@ -39,16 +39,29 @@ def client(kube_api: str | None) -> kubernetes.client.CustomObjectsApi:
 def list_profiles(api: kubernetes.client.CustomObjectsApi, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
     """Every RuntimeProfile in ``namespaces`` (all namespaces when empty)."""
     if not namespaces:
-        return list(api.list_cluster_custom_object(*PROFILES, _request_timeout=TIMEOUT_SECONDS)["items"])
+        return _items(api.list_cluster_custom_object(*PROFILES, _request_timeout=TIMEOUT_SECONDS))
     listings = [
         api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _request_timeout=TIMEOUT_SECONDS)
         for namespace in namespaces
     ]
-    return [item for listing in listings for item in listing["items"]]
+    return [item for listing in listings for item in _items(listing)]
+
+
+def _object(answer: object) -> dict[str, Any]:
+    """The JSON object the custom-objects API answers (typed ``object`` by the client)."""
+    if not isinstance(answer, dict):
+        raise TypeError(f"the API server answered {type(answer).__name__}, not an object")
+    return cast(dict[str, Any], answer)
+
+
+def _items(answer: object) -> list[dict[str, Any]]:
+    return list(_object(answer)["items"])
 
 
 def publish_fit(api: kubernetes.client.CustomObjectsApi, profile: profiles.Profile) -> None:
-    """Show a profile's fit in its RuntimeProfile's ``status.model``."""
+    """Show a profile's fit in its RuntimeProfile's ``status.model`` (a shipped profile has none)."""
+    if profile.namespace is None or profile.name is None:
+        return
     body = {"status": {"model": profile.model_status()}}
     api.patch_namespaced_custom_object_status(
         GROUP, VERSION, profile.namespace, PLURAL, profile.name, body, _request_timeout=TIMEOUT_SECONDS
@@ -73,7 +86,9 @@ def append_observation(
         _create_seeded(api, target, name, observation.workload, profile.seed)
     item = profiles.observation_to_k8s(observation)
     for _ in range(CONFLICT_RETRIES):
-        current = api.get_namespaced_custom_object(GROUP, VERSION, target, PLURAL, name, _request_timeout=TIMEOUT_SECONDS)
+        current = _object(
+            api.get_namespaced_custom_object(GROUP, VERSION, target, PLURAL, name, _request_timeout=TIMEOUT_SECONDS)
+        )
         learned = list((current.get("status") or {}).get("observations") or [])
         if any(existing.get("source") == observation.source for existing in learned):
             return False
@@ -97,7 +112,9 @@ def _create_seeded(
     manifest = profiles.runtime_profile_manifest(workload, seed)
     manifest["metadata"] = {"name": name}
     try:
-        api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, manifest, _request_timeout=TIMEOUT_SECONDS)
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, manifest, _request_timeout=TIMEOUT_SECONDS
+        )
     except kubernetes.client.ApiException as exc:
         if exc.status != 409:
             raise

@@ -66,7 +66,7 @@ def predict(
         confidence=confidence,
         features=used,
         assumed=model.assumptions(features),
-        time=now or dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        time=now or dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
 
 

@@ -36,11 +36,17 @@ def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
 
 @kopf.on.event(*wiring.PROFILES, registry=REGISTRY)
 def profile_seen(
-    type: str, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any], memo: wiring.Memo, **_: Any
+    type: str,
+    namespace: str | None,
+    name: str,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    memo: wiring.Memo,
+    **_: Any,
 ) -> None:
     """Read-only mirror of the RuntimeProfiles (the controller owns their status)."""
     if type == "DELETED":
-        memo.store.remove(namespace, spec["workload"])
+        memo.store.remove(namespace or "", spec["workload"])
     else:
         wiring.load_profile(memo, namespace, name, spec, status)
 
@@ -49,7 +55,13 @@ def profile_seen(
     *wiring.RAYJOBS, operations=["CREATE"], id="advise", ignore_failures=True, side_effects=False, registry=REGISTRY
 )
 def admit(
-    body: kopf.Body, namespace: str, patch: kopf.Patch, warnings: list[str], dryrun: bool, memo: wiring.Memo, **_: Any
+    body: kopf.Body,
+    namespace: str | None,
+    patch: kopf.Patch,
+    warnings: list[str],
+    dryrun: bool,
+    memo: wiring.Memo,
+    **_: Any,
 ) -> None:
     """Apply the advice to the RayJob being created; its messages become admission warnings."""
     with memo.metrics.admission_duration.time():
@@ -64,12 +76,12 @@ def _advice_or_unchanged(
     body: kopf.Body, store: profiles.ProfileStore, policy: application.Policy
 ) -> application.Advice:
     """Fail open: a profile still being fitted, or our own bug, admits the RayJob unchanged with a warning."""
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     try:
         return application.advise(body, store, policy=policy, may_resize=True, now=now)
     except application.ProfileNotReady as exc:
         text = f"{exc}; admitted unchanged, the controller will predict shortly"
-    except Exception:  # noqa: BLE001 - fail open: our bug must never block a RayJob
+    except Exception:  # fail open: our bug must never block a RayJob; logged with its traceback
         logging.getLogger(__name__).exception("advice failed; admitting the RayJob unchanged")
         text = "internal error; admitted unchanged"
     return application.Advice(messages=(application.Message(reason="NotAdvised", text=text, warning=True),))

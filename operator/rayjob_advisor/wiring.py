@@ -44,6 +44,13 @@ class Memo:
         self.store = profiles.ProfileStore(shipped=self.config.shipped_profiles)
         self.metrics = Metrics(job_ttl=self.config.metrics_job_ttl_seconds)
 
+    @property
+    def kube(self) -> kubernetes.client.CustomObjectsApi:
+        """The API client, set at start-up (before any handler of an object runs)."""
+        if self.api is None:
+            raise RuntimeError("the operator has not started: no API client yet")
+        return self.api
+
     def policy(self, namespace: str | None) -> Policy:
         """The configuration's decisions for every job in ``namespace`` (its labels may set the mode)."""
         return Policy(
@@ -75,7 +82,7 @@ class InputsAwareProgress(kopf.AnnotationsProgressStorage):
         inputs = {key: value for key, value in notes.items() if key in contract.INPUT_KEYS}
         cleared = super().clear(essence=essence)
         if inputs:
-            cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(inputs)  # type: ignore[typeddict-item]
+            cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(inputs)
         return cleared
 
 
@@ -133,7 +140,8 @@ def _start(memo: Memo, **_: Any) -> None:
             logger.warning("skipping RuntimeProfile %s/%s: %s", namespace, name, exc)
     if memo.config.metrics_port:
         memo.metrics.serve(memo.config.metrics_port)
-    memo.refitter = profiles.Refitter(memo.store, lambda profile: _publish_fit(memo, profile), memo.config.refit_interval_seconds)
+    interval = memo.config.refit_interval_seconds
+    memo.refitter = profiles.Refitter(memo.store, lambda profile: _publish_fit(memo, profile), interval)
     memo.refitter.start()
 
 
@@ -158,11 +166,13 @@ def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo,
         memo.namespace_labels[name] = dict(labels)
 
 
-def load_profile(memo: Memo, namespace: str, name: str, spec: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+def load_profile(
+    memo: Memo, namespace: str | None, name: str, spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> None:
     """Put a RuntimeProfile's runs in the store; the refitter fits it if they changed."""
     workload = spec["workload"]
     seed = profiles.observations_from_k8s(workload, spec.get("observations"))
     learned = profiles.observations_from_k8s(workload, status.get("observations"))
-    memo.store.put(namespace, name, workload, seed, learned)
+    memo.store.put(namespace or "", name, workload, seed, learned)
     if memo.refitter is not None:
         memo.refitter.wake()
