@@ -64,17 +64,13 @@ def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
 def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
     """Predict (and plan) a RayJob that has not started; a job held for us is also resized and released."""
     rayjob, now = RayJob(body), dt.datetime.now(dt.UTC).replace(microsecond=0)
-    namespace, held = rayjob.namespace, rayjob.hold is not None
+    key, held = (rayjob.namespace, name, uid), rayjob.hold is not None
     try:
-        advice = application.advise(body, memo.store, policy=memo.policy(namespace), may_resize=held, now=now)
+        advice = application.advise(body, memo.store, policy=memo.policy(key[0]), may_resize=held, now=now)
     except application.ProfileNotReady as exc:
         raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
-    memo.metrics.advised(
-        (namespace, name, uid), advice.workload, advice.p50, advice.error, advice.resized, "controller"
-    )
-    for message in advice.messages:
-        if message.event:
-            wiring.post(body, message)
+    memo.metrics.advised(key, advice.workload, advice.p50, advice.error, advice.resized, "controller")
+    wiring.post(body, *advice.messages)
     merge(patch, advice.patch)
 
 
@@ -96,6 +92,5 @@ async def finished(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo
             text = f"actual runtime {observation.execution_seconds:.0f}s added to profile {observation.workload}"
             wiring.post(body, application.Message(reason="Learned", text=text))
     memo.metrics.learned((namespace, name, uid), lesson.completion, lesson.deadline)
-    for message in lesson.messages:
-        wiring.post(body, message)
+    wiring.post(body, *lesson.messages)
     merge(patch, lesson.patch)

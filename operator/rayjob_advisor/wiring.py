@@ -108,9 +108,11 @@ def operator_arguments(config: OperatorConfig, registry: kopf.OperatorRegistry) 
     }
 
 
-def post(body: kopf.Body, message: Message) -> None:
-    """A message as a Kubernetes Event on the object (Warning or Normal)."""
-    (kopf.warn if message.warning else kopf.info)(body, reason=message.reason, message=message.text)
+def post(body: kopf.Body, *messages: Message) -> None:
+    """Messages meant as Kubernetes Events, posted on the object (Warning or Normal)."""
+    for message in messages:
+        if message.event:
+            (kopf.warn if message.warning else kopf.info)(body, reason=message.reason, message=message.text)
 
 
 def registry() -> kopf.OperatorRegistry:
