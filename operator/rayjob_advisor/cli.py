@@ -158,9 +158,10 @@ def evaluation_table(result: evaluation.Evaluation) -> str:
     for split, models in result.splits.items():
         for name, s in models.items():
             mark = " *" if name == result.selected else ""
+            coverage = "-" if s.coverage is None else _percent(s.coverage)
             lines.append(
                 f"{split:<20} {name:<18} {_percent(s.mape):>7} {_percent(s.p90_ape):>8} "
-                f"{_percent(s.underprediction_rate):>7} {_percent(s.coverage):>9} {s.n_test:>5}{mark}"
+                f"{_percent(s.underprediction_rate):>7} {coverage:>9} {s.n_test:>5}{mark}"
             )
     lines += [f"skipped {split}: {why}" for split, why in result.skipped.items()]
     lines.append(f"selected: {result.selected} (lowest MAPE averaged over the cross-validation splits; marked *)")
