@@ -253,13 +253,23 @@ def _read_rayjob(path: pathlib.Path) -> dict[str, Any]:
     return rayjobs[0]
 
 
+def _confidence(value: float) -> float:
+    """``--confidence``, held to the bounds of the annotation."""
+    try:
+        return pydantic.TypeAdapter(contract.Confidence).validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise CliError(f"--confidence {value:g}: {exc.errors(include_url=False)[0]['msg']}") from None
+
+
 def _predict(args: argparse.Namespace) -> None:
+    """Every input is checked before the model is fitted: a mistake costs no waiting."""
     rayjob = _read_rayjob(args.filename)
     metadata = rayjob.get("metadata") or {}
     inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
     if args.confidence is not None:
-        inputs = inputs.model_copy(update={"confidence": args.confidence})
+        inputs = inputs.model_copy(update={"confidence": _confidence(args.confidence)})
     job = features.features_from_rayjob(rayjob, inputs)
+    prediction.require_predictable(job)
     workload = job.workload or args.workload
     data = args.data or profiles.shipped_data(workload)
     observations = _load(args, data, workload)

@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
@@ -98,6 +98,10 @@ def parse_deadline(text: str) -> Deadline:
     return Deadline(at=at)
 
 
+Confidence = Annotated[float, pydantic.Field(gt=0.0, lt=1.0)]
+"""The probability an upper bound holds: strictly between 0 and 1."""
+
+
 class AdvisorInputs(pydantic.BaseModel):
     """What a user asked of the advisor on one RayJob."""
 
@@ -109,7 +113,7 @@ class AdvisorInputs(pydantic.BaseModel):
     dataset_size: pydantic.PositiveInt | None = None
     epochs: pydantic.PositiveInt | None = None
     batch_size: pydantic.PositiveInt | None = None
-    confidence: float = pydantic.Field(default=0.9, gt=0.0, lt=1.0)
+    confidence: Confidence = 0.9
     scale_group: str | None = None
 
     @pydantic.field_validator("deadline", mode="before")
