@@ -1,17 +1,22 @@
-"""Shared fixtures: paths to ../shared, the RayJob CRD schema, synthetic profiles."""
+"""Shared fixtures: paths to ../shared, the RayJob CRD schema, synthetic profiles, fit counting."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import copy
 import math
 import pathlib
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import jsonschema
 import numpy as np
 import pytest
 import yaml
 
+from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.observations import Observation
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -147,3 +152,21 @@ def synthetic_observations(noise: float = 0.03, seed: int = 0, repeats: int = 1)
 @pytest.fixture(scope="session")
 def synthetic() -> list[Observation]:
     return synthetic_observations()
+
+
+@contextlib.contextmanager
+def counting_fits() -> Iterator[collections.Counter[str]]:
+    """Count the fits of each candidate while the block runs: the cost of selection, measured."""
+    counts: collections.Counter[str] = collections.Counter()
+
+    def counted(name: str, fit: Any) -> Any:
+        def fit_and_count(self: Any, X: np.ndarray, y: np.ndarray) -> Any:
+            counts[name] += 1
+            return fit(self, X, y)
+
+        return fit_and_count
+
+    with contextlib.ExitStack() as stack:
+        for name, estimator in CANDIDATES.items():
+            stack.enter_context(mock.patch.object(estimator, "fit", counted(name, estimator.fit)))
+        yield counts

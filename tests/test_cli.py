@@ -13,6 +13,7 @@ from conftest import make_rayjob, synthetic_observations, worker_group
 from rayjob_advisor import contract as ann
 from rayjob_advisor.cli import main
 from rayjob_advisor.models.estimators import CANDIDATES
+from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import write_observations
 
 SPLITS = {"interpolate-workers", "extrapolate-workers", "interpolate-size", "extrapolate-size", "kfold"}
@@ -89,17 +90,30 @@ def test_predict_gives_the_prediction_what_if_table_and_annotations(capsys, prof
     assert "predicted runtime:" in out and "what if" in out and ann.PREDICTED_RUNTIME in out
 
 
+@pytest.fixture
+def no_fit(monkeypatch):
+    """Fail any fit: the inputs must be checked before the user waits for one."""
+
+    def fit(self, observations):
+        pytest.fail("fitted before the inputs were checked")
+
+    monkeypatch.setattr(RuntimeModel, "fit", fit)
+
+
 @pytest.mark.parametrize(
-    ("annotations", "message"),
+    ("annotations", "options", "message"),
     [
-        ({}, "annotation rayjob-advisor.io/dataset-size is missing"),
-        ({ann.DATASET_SIZE: "many"}, "rayjob-advisor.io/dataset-size='many': Input should be a valid integer"),
-        ({ann.DATASET_SIZE: "10", ann.WORKLOAD: "bert"}, "no profile for workload 'bert'; known workloads: synthetic"),
+        ({}, [], "annotation rayjob-advisor.io/dataset-size is missing"),
+        ({ann.DATASET_SIZE: "many"}, [], "rayjob-advisor.io/dataset-size='many': Input should be a valid integer"),
+        ({ann.DATASET_SIZE: "10", ann.WORKLOAD: "bert"}, [], "no profile for workload 'bert'; known workloads: synthetic"),
+        ({ann.DATASET_SIZE: "10"}, ["--confidence", "-1"], "--confidence -1: Input should be greater than 0"),
+        ({ann.DATASET_SIZE: "10"}, ["--confidence", "1"], "--confidence 1: Input should be less than 1"),
+        ({ann.DATASET_SIZE: "10", ann.SCALE_GROUP: "gpu"}, [], "rayjob-advisor.io/scale-group"),
     ],
 )
-def test_predict_errors_are_one_clear_line(capsys, profile_csv, tmp_path, annotations, message):
+def test_predict_errors_are_one_clear_line_before_any_fit(capsys, profile_csv, tmp_path, no_fit, annotations, options, message):
     path = write_rayjob(tmp_path, make_rayjob(annotations=annotations))
-    status, out, err = run(capsys, "predict", "-f", path, "--data", profile_csv)
+    status, out, err = run(capsys, "predict", "-f", path, "--data", profile_csv, *options)
     assert status == 2 and out == ""
     assert err.startswith("rayjob-advisor: error: ") and message in err
 

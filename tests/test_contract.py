@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import pydantic
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rayjob_advisor import contract as ann
 
@@ -45,6 +48,11 @@ def test_defaults_and_where_workload_and_mode_may_come_from():
         ("45s", dt.timedelta(seconds=45)),
         ("1h", dt.timedelta(hours=1)),
         ("2h30m", dt.timedelta(hours=2, minutes=30)),
+        ("1h30m", dt.timedelta(minutes=90)),
+        ("1.5h", dt.timedelta(minutes=90)),
+        ("1m30.5s", dt.timedelta(seconds=90.5)),
+        ("2h5m0s", dt.timedelta(hours=2, minutes=5)),
+        (" 90m ", dt.timedelta(minutes=90)),
     ],
 )
 def test_duration_deadlines_count_from_creation(text, expected):
@@ -67,7 +75,13 @@ def test_rfc3339_deadlines():
         ({ann.CONFIDENCE: "1.5"}, "rayjob-advisor.io/confidence='1.5': Input should be less than 1"),
         ({ann.DEADLINE: "tomorrow"}, "neither an RFC 3339 time"),
         ({ann.DEADLINE: "2026-12-02T18:00:00"}, "has no time zone offset"),
-        ({ann.DEADLINE: "0m"}, "must be positive"),
+        ({ann.DEADLINE: "0m"}, "rayjob-advisor.io/deadline='0m': Value error, a deadline duration must be positive"),
+        ({ann.DEADLINE: "-90m"}, "deadline='-90m': Value error, a deadline duration must be positive"),
+        ({ann.DEADLINE: "90"}, "neither an RFC 3339 time (2026-12-02T18:00:00Z) nor a Go duration"),
+        ({ann.DEADLINE: "2H"}, "neither an RFC 3339 time"),
+        ({ann.DEADLINE: "2d"}, "neither an RFC 3339 time"),  # Go has no day unit
+        ({ann.DEADLINE: "1h-30m"}, "neither an RFC 3339 time"),
+        ({ann.DEADLINE: "1h 30m"}, "neither an RFC 3339 time"),
         ({ann.WORKLOAD: "  "}, "rayjob-advisor.io/workload='  ': Value error, must not be empty"),
     ],
 )
@@ -82,6 +96,18 @@ def test_several_bad_annotations_are_all_reported():
     assert "epochs" in str(raised.value) and "batch-size" in str(raised.value)
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (45.2, "46s"), (1052, "17m32s"), (7500, "2h05m")])
-def test_duration_format(seconds, text):
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"), (-3, "0s"), (45.2, "46s"), (60, "1m"),
+        (1052, "17m32s"), (3600, "1h"), (7500, "2h5m"), (90061, "25h1m1s"),
+    ],
+)
+def test_durations_print_as_go_durations(seconds, text):
     assert ann.format_duration(seconds) == text
+
+
+@given(st.floats(min_value=0.001, max_value=1e6))
+def test_printed_durations_parse_back_as_deadlines(seconds):
+    after = ann.parse_deadline(ann.format_duration(seconds)).after
+    assert after == dt.timedelta(seconds=math.ceil(seconds))

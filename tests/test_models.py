@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from sklearn.utils.validation import check_is_fitted
 
-from conftest import synthetic_observations
+from conftest import counting_fits, synthetic_observations
+from rayjob_advisor import profiles
 from rayjob_advisor.features import Features
-from rayjob_advisor.models import calibration, evaluation
+from rayjob_advisor.models import calibration, evaluation, splits
 from rayjob_advisor.models.estimators import CANDIDATES, Ernest
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.observations import read_observations
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +121,23 @@ def test_runtime_model_fits_predicts_and_states_its_assumptions(synthetic):
     assert model.predict([features(4, cpus=8)])[0] == pytest.approx(p50[0], rel=1e-12)
     assert model.assumptions(features(4, cpus=8)) == {"cpus_per_worker": 1.0}
     assert model.assumptions(features(4)) == {}
+
+
+@pytest.mark.parametrize("profile", ["shipped", "synthetic"])
+def test_runtime_model_selects_like_the_full_evaluation_for_a_tenth_of_the_fits(profile, synthetic):
+    observations = read_observations(profiles.shipped_data(None))[0] if profile == "shipped" else synthetic
+    with counting_fits() as full:
+        report = evaluation.evaluate(observations)
+    with counting_fits() as cheap:
+        model = RuntimeModel().fit(observations)
+    assert model.selected_ == report.selected
+    assert model.cv_mape_ == evaluation.mean_mape(report.splits, report.selected)
+    runs = evaluation.Runs.from_observations(observations)
+    defined, _ = splits.split_folds(runs.workers, runs.sizes)
+    folds = sum(len(f) for f in defined.values())
+    # once per fold each, and the selected one refitted on all runs and calibrated over the same folds
+    assert cheap == {name: folds + (folds + 1 if name == model.selected_ else 0) for name in CANDIDATES}
+    assert sum(cheap.values()) <= 0.12 * sum(full.values())
 
 
 def test_runtime_model_can_be_forced_to_a_candidate(synthetic):

@@ -158,9 +158,10 @@ def evaluation_table(result: evaluation.Evaluation) -> str:
     for split, models in result.splits.items():
         for name, s in models.items():
             mark = " *" if name == result.selected else ""
+            coverage = "-" if s.coverage is None else _percent(s.coverage)
             lines.append(
                 f"{split:<20} {name:<18} {_percent(s.mape):>7} {_percent(s.p90_ape):>8} "
-                f"{_percent(s.underprediction_rate):>7} {_percent(s.coverage):>9} {s.n_test:>5}{mark}"
+                f"{_percent(s.underprediction_rate):>7} {coverage:>9} {s.n_test:>5}{mark}"
             )
     lines += [f"skipped {split}: {why}" for split, why in result.skipped.items()]
     lines.append(f"selected: {result.selected} (lowest MAPE averaged over the cross-validation splits; marked *)")
@@ -252,13 +253,23 @@ def _read_rayjob(path: pathlib.Path) -> dict[str, Any]:
     return rayjobs[0]
 
 
+def _confidence(value: float) -> float:
+    """``--confidence``, held to the bounds of the annotation."""
+    try:
+        return pydantic.TypeAdapter(contract.Confidence).validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise CliError(f"--confidence {value:g}: {exc.errors(include_url=False)[0]['msg']}") from None
+
+
 def _predict(args: argparse.Namespace) -> None:
+    """Every input is checked before the model is fitted: a mistake costs no waiting."""
     rayjob = _read_rayjob(args.filename)
     metadata = rayjob.get("metadata") or {}
     inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
     if args.confidence is not None:
-        inputs = inputs.model_copy(update={"confidence": args.confidence})
+        inputs = inputs.model_copy(update={"confidence": _confidence(args.confidence)})
     job = features.features_from_rayjob(rayjob, inputs)
+    prediction.require_predictable(job)
     workload = job.workload or args.workload
     data = args.data or profiles.shipped_data(workload)
     observations = _load(args, data, workload)

@@ -12,8 +12,9 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import durationpy
 import pydantic
 
 PREFIX = "rayjob-advisor.io/"
@@ -56,9 +57,6 @@ _INPUT_FIELDS = {
 _FIELD_KEYS = {field: key for key, field in _INPUT_FIELDS.items()}
 INPUT_KEYS: tuple[str, ...] = tuple(_INPUT_FIELDS)
 
-_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
-
-
 class Deadline(pydantic.BaseModel):
     """An absolute time, or a duration counted from the RayJob's creation."""
 
@@ -77,13 +75,30 @@ def parse_timestamp(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
 
 
+_GO_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)")
+
+
+def parse_duration(text: str) -> dt.timedelta | None:
+    """A Go duration (``time.ParseDuration`` syntax: ``90m``, ``1h30m``, ``1.5h``), else None.
+
+    Kubernetes users write Go durations everywhere, so deadlines take the same
+    syntax. durationpy also takes ``d``, ``w`` and ``y`` units and characters
+    between the parts (``1h-30m`` would read as 1h30m): Go's grammar is
+    checked first, so those are rejected as Go rejects them.
+    """
+    if not _GO_DURATION.fullmatch(text):
+        return None
+    try:
+        return durationpy.from_str(text)
+    except durationpy.DurationError:
+        return None
+
+
 def parse_deadline(text: str) -> Deadline:
-    """``2026-12-02T18:00:00Z`` (RFC 3339, with offset) or ``90m`` / ``2h30m`` / ``45s``."""
+    """``2026-12-02T18:00:00Z`` (RFC 3339, with offset) or a positive Go duration (``90m``, ``1h30m``, ``1.5h``)."""
     text = text.strip()
-    match = _DURATION.match(text)
-    if match and any(match.groupdict().values()):
-        parts = {k: int(v or 0) for k, v in match.groupdict().items()}
-        after = dt.timedelta(hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
+    after = parse_duration(text)
+    if after is not None:
         if after <= dt.timedelta(0):
             raise ValueError("a deadline duration must be positive")
         return Deadline(after=after)
@@ -91,11 +106,15 @@ def parse_deadline(text: str) -> Deadline:
         at = parse_timestamp(text)
     except ValueError:
         raise ValueError(
-            f"{text!r} is neither an RFC 3339 time (2026-12-02T18:00:00Z) nor a duration (90m, 2h30m)"
+            f"{text!r} is neither an RFC 3339 time (2026-12-02T18:00:00Z) nor a Go duration (90m, 1h30m, 1.5h)"
         ) from None
     if at.tzinfo is None:
         raise ValueError(f"{text!r} has no time zone offset; RFC 3339 needs one (e.g. 'Z' or '+01:00')")
     return Deadline(at=at)
+
+
+Confidence = Annotated[float, pydantic.Field(gt=0.0, lt=1.0)]
+"""The probability an upper bound holds: strictly between 0 and 1."""
 
 
 class AdvisorInputs(pydantic.BaseModel):
@@ -109,7 +128,7 @@ class AdvisorInputs(pydantic.BaseModel):
     dataset_size: pydantic.PositiveInt | None = None
     epochs: pydantic.PositiveInt | None = None
     batch_size: pydantic.PositiveInt | None = None
-    confidence: float = pydantic.Field(default=0.9, gt=0.0, lt=1.0)
+    confidence: Confidence = 0.9
     scale_group: str | None = None
 
     @pydantic.field_validator("deadline", mode="before")
@@ -161,15 +180,12 @@ def parse_inputs(
 
 
 def format_duration(seconds: float) -> str:
-    """Human form used in ``predicted-runtime``: ``17m32s``, ``2h05m``, ``45s``."""
+    """Whole seconds, rounded up, as the shortest Go duration: ``17m32s``, ``2h5m``, ``45s``, ``0s``.
+
+    What we print (``predicted-runtime``, reasons) parses back as a ``deadline``.
+    """
     total = max(0, math.ceil(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
+    return durationpy.to_str(dt.timedelta(seconds=total)) if total else "0s"
 
 
 def compact_json(value: Mapping[str, Any]) -> str:

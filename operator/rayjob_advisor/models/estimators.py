@@ -21,11 +21,16 @@ from rayjob_advisor.models.design import BATCH, CPUS, EPOCHS, GPUS, NODES, WORK,
 _TINY = 1e-9
 
 
+def _positive(seconds: np.ndarray) -> np.ndarray:
+    """Runtimes clipped to a tiny positive value: a model never predicts zero or negative time."""
+    return np.asarray(np.maximum(seconds, _TINY), dtype=float)
+
+
 def _relative_nnls(basis: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative coefficients minimising the squared relative error."""
     weights = 1.0 / y
     coef, _ = nnls(basis * weights[:, None], y * weights, maxiter=50 * basis.shape[1])
-    return coef
+    return np.asarray(coef, dtype=float)
 
 
 class _BasisNNLS(RegressorMixin, BaseEstimator):
@@ -39,7 +44,7 @@ class _BasisNNLS(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.maximum(self.basis(X) @ self.coef_, _TINY)
+        return _positive(self.basis(X) @ self.coef_)
 
 
 class Ernest(_BasisNNLS):
@@ -118,7 +123,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         sync = np.where(nodes > 1, a_n + b_n * (workers - 2), a_r + b_r * (workers - 2))
         sync = np.where(workers > 1, np.maximum(sync, 0.0), 0.0)
         step = (grad**gamma + sync**gamma) ** (1.0 / gamma)
-        return c0 + c1 * epochs + steps * step
+        return np.asarray(c0 + c1 * epochs + steps * step, dtype=float)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> SyncSGD:
         y = np.asarray(y, dtype=float)
@@ -135,6 +140,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             fitted = least_squares(lambda t: self._time(t, X) / y - 1.0, start, bounds=(lower, upper), method="trf")
             if best is None or fitted.cost < best.cost:
                 best = fitted
+        assert best is not None  # _GAMMA_STARTS is not empty
         self.theta_ = best.x
         self._tie_unmeasured_sync(workers=X[:, WORKERS], nodes=X[:, NODES])
         return self
@@ -148,7 +154,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             self.theta_[4:6] = self.theta_[6:8]
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.maximum(self._time(self.theta_, X), _TINY)
+        return _positive(self._time(self.theta_, X))
 
 
 class AugmentedRidge(RegressorMixin, BaseEstimator):
@@ -177,7 +183,7 @@ class AugmentedRidge(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.maximum(self.pipeline_.predict(self._base(X)), _TINY)
+        return _positive(self.pipeline_.predict(self._base(X)))
 
 
 def _log_features(X: np.ndarray) -> np.ndarray:
@@ -207,7 +213,7 @@ class _PerSampleLog(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.exp(self.regressor_.predict(_log_features(X))) * X[:, WORK]
+        return np.asarray(np.exp(self.regressor_.predict(_log_features(X))) * X[:, WORK], dtype=float)
 
 
 class GradientBoosting(_PerSampleLog):

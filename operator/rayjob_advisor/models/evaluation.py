@@ -6,6 +6,10 @@ percentage error, how often it under-predicts, and how often the runtime
 stays under its upper bound. The candidate with the lowest MAPE averaged
 over every defined split is selected; ties go to the simpler (earlier)
 candidate, so the same data always gives the same choice.
+
+Calibrating a fold costs a nested cross-validation (about ten fits instead
+of one) and only the coverage depends on it, never the MAPE: selection
+(``calibrate=False``) skips it, the full report keeps it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from sklearn.base import RegressorMixin
 
 from rayjob_advisor.models import calibration, design, splits
 from rayjob_advisor.models.estimators import CANDIDATES
@@ -57,7 +62,7 @@ class Scores:
     mape: float
     p90_ape: float
     underprediction_rate: float
-    coverage: float
+    coverage: float | None  # None when the evaluation did not calibrate
     n_test: int
 
 
@@ -77,25 +82,29 @@ class Evaluation:
         }
 
 
-def fit_calibrated(name: str, runs: Runs) -> tuple[object, np.ndarray]:
+def fit_calibrated(name: str, runs: Runs) -> tuple[RegressorMixin, np.ndarray]:
     """A fitted candidate and the residual pool of its upper bound."""
     make = CANDIDATES[name]
     residuals = calibration.out_of_sample_residuals(make, runs.X, runs.y, runs.workers, runs.sizes)
     return make().fit(runs.X, runs.y), residuals
 
 
-def score(actual: np.ndarray, predicted: np.ndarray, upper: np.ndarray) -> Scores:
+def score(actual: np.ndarray, predicted: np.ndarray, upper: np.ndarray | None) -> Scores:
+    """Scores of held-out runs; no coverage without upper bounds."""
     ape = np.abs(predicted - actual) / actual
     return Scores(
         mape=float(np.mean(ape)),
         p90_ape=float(np.quantile(ape, 0.9)),
         underprediction_rate=float(np.mean(predicted < actual)),
-        coverage=float(np.mean(actual <= upper)),
+        coverage=None if upper is None else float(np.mean(actual <= upper)),
         n_test=int(len(actual)),
     )
 
 
-def _held_out_predictions(name: str, train: Runs, test: Runs) -> tuple[np.ndarray, np.ndarray]:
+def _held_out_predictions(name: str, train: Runs, test: Runs, calibrate: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Predictions of ``test`` by the candidate fitted on ``train``, and their upper bounds if ``calibrate``."""
+    if not calibrate:
+        return CANDIDATES[name]().fit(train.X, train.y).predict(test.X), None
     estimator, residuals = fit_calibrated(name, train)
     predicted = estimator.predict(test.X)
     return predicted, calibration.upper_bound(predicted, residuals, REPORTED_CONFIDENCE)
@@ -105,28 +114,35 @@ def evaluate(
     observations: Sequence[Observation],
     test: Sequence[Observation] | None = None,
     candidates: Sequence[str] = tuple(CANDIDATES),
+    calibrate: bool = True,
 ) -> Evaluation:
-    """Score every candidate on every split of ``observations`` (or on ``test``) and select one."""
+    """Score every candidate on every split of ``observations`` (or on ``test``) and select one.
+
+    ``calibrate=False`` leaves out the coverage (``None``) and its nested
+    calibration: the same MAPE and choice for a tenth of the fits.
+    """
     runs = Runs.from_observations(observations)
     defined, skipped = splits.split_folds(runs.workers, runs.sizes)
     if not defined:
         raise NotEnoughData("too few observations to cross-validate: " + "; ".join(skipped.values()))
-    cv = {split: _score_folds(runs, folds, candidates) for split, folds in defined.items()}
+    cv = {split: _score_folds(runs, folds, candidates, calibrate) for split, folds in defined.items()}
     selected = select(cv, candidates)
     if test is None:
         return Evaluation(splits=cv, skipped=skipped, selected=selected)
     held = Runs.from_observations(test)
-    scored = {name: score(held.y, *_held_out_predictions(name, runs, held)) for name in candidates}
+    scored = {name: score(held.y, *_held_out_predictions(name, runs, held, calibrate)) for name in candidates}
     return Evaluation(splits={"test": scored}, skipped={}, selected=selected)
 
 
-def _score_folds(runs: Runs, folds: list[tuple[np.ndarray, np.ndarray]], candidates: Sequence[str]) -> dict[str, Scores]:
+def _score_folds(
+    runs: Runs, folds: list[tuple[np.ndarray, np.ndarray]], candidates: Sequence[str], calibrate: bool
+) -> dict[str, Scores]:
     test_index = np.concatenate([test for _, test in folds])
     result = {}
     for name in candidates:
-        pairs = [_held_out_predictions(name, runs.subset(train), runs.subset(test)) for train, test in folds]
+        pairs = [_held_out_predictions(name, runs.subset(train), runs.subset(test), calibrate) for train, test in folds]
         predicted = np.concatenate([p for p, _ in pairs])
-        upper = np.concatenate([u for _, u in pairs])
+        upper = np.concatenate([u for _, u in pairs]) if calibrate else None
         result[name] = score(runs.y[test_index], predicted, upper)
     return result
 

@@ -18,9 +18,11 @@ _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
 class RuntimeModel:
     """Selects a candidate by cross-validation, refits it on all runs, calibrates its bound.
 
+    Selection scores every candidate without calibrating it (the MAPE does
+    not need it); only the selected one is calibrated, once, on all runs.
     ``candidate`` forces one candidate (by name) instead of selecting.
     Fitted attributes: ``selected_``, ``estimator_``, ``residuals_``,
-    ``cv_mape_`` (mean over splits), ``evaluation_``, ``n_samples_`` and
+    ``cv_mape_`` (mean over splits), ``evaluation_`` (without coverage), ``n_samples_`` and
     ``workers_per_node_`` (the most workers the profile ran on one node:
     a job whose node count is unknown is assumed packed that tightly),
     ``startup_seconds_`` (the median start-up of the runs that measured one,
@@ -37,7 +39,7 @@ class RuntimeModel:
 
     def fit(self, observations: Sequence[Observation]) -> RuntimeModel:
         candidates = (self.candidate,) if self.candidate else tuple(CANDIDATES)
-        self.evaluation_ = evaluation.evaluate(observations, candidates=candidates)
+        self.evaluation_ = evaluation.evaluate(observations, candidates=candidates, calibrate=False)
         self.selected_ = self.evaluation_.selected
         self.cv_mape_ = evaluation.mean_mape(self.evaluation_.splits, self.selected_)
         runs = evaluation.Runs.from_observations(observations)
@@ -67,7 +69,7 @@ class RuntimeModel:
 
     def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Median execution seconds of each run."""
-        return self.estimator_.predict(self._matrix(runs))
+        return np.asarray(self.estimator_.predict(self._matrix(runs)), dtype=float)
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
