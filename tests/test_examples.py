@@ -10,8 +10,9 @@ import sys
 import pytest
 import yaml
 
-from conftest import POLLUX, REPO, assert_valid_rayjob
 from rayjob_advisor import contract, features
+from rayjob_advisor_testkit.paths import POLLUX, REPO
+from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import pollux  # noqa: E402

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import make_rayjob
 from rayjob_advisor import contract as ann
 from rayjob_advisor import gates
+from rayjob_advisor_testkit.rayjobs import make_rayjob
 
 
 def test_suspended_jobs_are_held_only_when_they_ask_for_release():

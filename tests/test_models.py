@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from sklearn.utils.validation import check_is_fitted
 
-from conftest import synthetic_observations
 from rayjob_advisor.features import Features
 from rayjob_advisor.models import calibration, evaluation
 from rayjob_advisor.models.estimators import CANDIDATES, Ernest
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor_testkit.profiles import synthetic_observations
 
 
 @pytest.fixture(scope="module")

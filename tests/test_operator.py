@@ -9,44 +9,24 @@ import os
 import platform
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import make_rayjob, sample_rayjobs, worker_group
-from emulator import Emulator, operator_settings, rfc3339, run_operator
-from rayjob_advisor import __version__, handlers, profiles
+from rayjob_advisor import __version__
 from rayjob_advisor import contract as ann
-from rayjob_advisor.config import OperatorConfig
-from rayjob_advisor.observations import Observation
+from rayjob_advisor_testkit.advisor import RunningAdvisor, free_port, running_advisor
+from rayjob_advisor_testkit.emulator import rfc3339
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
+from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
+from rayjob_advisor_testkit.resources import AdvisorEmulator
 
-WORKLOAD = "synthetic"
 OUTPUT_KEYS = {ann.PREDICTED_RUNTIME, ann.PREDICTED_RUNTIME_SECONDS, ann.PREDICTION}
-
-
-def small_profile_runs() -> list[Observation]:
-    """32 runs of a known data-parallel law: enough for every split, quick to fit."""
-    from conftest import sync_sgd_time
-
-    return [
-        Observation(
-            workload=WORKLOAD, dataset_size=size, epochs=1, batch_size=batch, workers=workers, cpus_per_worker=2,
-            gpus_per_worker=0, nodes=1, execution_seconds=sync_sgd_time(size, workers, batch, 1), source="seed",
-        )  # fmt: skip
-        for workers in (1, 2, 4, 8)
-        for size in (2000, 4000, 8000, 16000)
-        for batch in (64, 128)
-    ]
-
-
-def profile_manifest() -> dict:
-    manifest = profiles.runtime_profile_manifest(WORKLOAD, small_profile_runs())
-    manifest["metadata"]["namespace"] = "default"
-    return manifest
 
 
 def rayjob(name: str, **notes: str) -> dict:
@@ -59,36 +39,32 @@ def rayjob(name: str, **notes: str) -> dict:
 
 
 @pytest.fixture
-def api():
-    with Emulator() as emulator:
+def api() -> Iterator[AdvisorEmulator]:
+    with AdvisorEmulator() as emulator:
         emulator.create(profile_manifest())
         yield emulator
         assert not [v for v in emulator.violations if v.rejected], "the operator wrote an invalid object"
 
 
-def operator(api: Emulator, **config: object):
+def operator(api: AdvisorEmulator, **config: object) -> AbstractContextManager[RunningAdvisor]:
     """A fresh operator run (own memo, so a restart forgets everything in memory)."""
-    defaults = {"liveness_port": 0, "metrics_port": 0, "refit_interval_seconds": 0.1, "shipped_profiles": False}
-    arguments = handlers.operator_arguments(OperatorConfig(kube_api=api.url, **{**defaults, **config}))
-    settings = operator_settings()
-    settings.persistence = arguments["settings"].persistence
-    return run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=30)
+    return running_advisor(api=api, **{"refit_interval_seconds": 0.1, "shipped_profiles": False, **config})
 
 
-def notes(api: Emulator, name: str) -> dict[str, str]:
+def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
     return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
 
 
-def wait_for_note(api: Emulator, name: str, key: str, timeout: float = 60) -> str:
+def wait_for_note(api: AdvisorEmulator, name: str, key: str, timeout: float = 60) -> str:
     return api.wait_until(lambda: notes(api, name).get(key), timeout)
 
 
-def learned(api: Emulator) -> list[dict]:
+def learned(api: AdvisorEmulator) -> list[dict]:
     status = api.get("runtimeprofiles", "default", WORKLOAD).get("status") or {}
     return status.get("observations") or []
 
 
-def finish(api: Emulator, name: str, minutes: float = 10, deployment="Complete", job_status="SUCCEEDED") -> None:
+def finish(api: AdvisorEmulator, name: str, minutes: float = 10, deployment="Complete", job_status="SUCCEEDED") -> None:
     created = dt.datetime.fromisoformat(api.get("rayjobs", "default", name)["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
     start = created + dt.timedelta(seconds=30)
     api.set_rayjob_status("default", name, deployment_status="Running", job_status="RUNNING", start_time=rfc3339(start))
@@ -149,7 +125,7 @@ def test_mode_off_leaves_the_job_alone(api):
     assert not {k for k in notes_in(api, "quiet", "train") if k in OUTPUT_KEYS | {ann.ERROR}}
 
 
-def notes_in(api: Emulator, namespace: str, name: str) -> dict[str, str]:
+def notes_in(api: AdvisorEmulator, namespace: str, name: str) -> dict[str, str]:
     return api.get("rayjobs", namespace, name)["metadata"].get("annotations", {})
 
 
@@ -259,12 +235,6 @@ def test_the_run_command_serves_liveness_metrics_and_logs_json(api, tmp_path):
     assert lines and all(json.loads(line)["message"] is not None for line in lines)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def held_rayjob(name: str, **notes: str) -> dict:
     body = make_rayjob(
         annotations={
@@ -278,7 +248,7 @@ def held_rayjob(name: str, **notes: str) -> dict:
     return body
 
 
-def group_of(api: Emulator, name: str) -> dict:
+def group_of(api: AdvisorEmulator, name: str) -> dict:
     return api.get("rayjobs", "default", name)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
 
 
@@ -381,8 +351,7 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
 
 
 def test_an_invalid_profile_is_reported_and_does_not_stop_the_operator(api):
-    bad = profiles.runtime_profile_manifest("broken", small_profile_runs()[:3])
-    bad["metadata"]["namespace"] = "default"
+    bad = profile_manifest(small_profile_runs()[:3], workload="broken")
     bad["spec"]["observations"][0]["nodes"] = 99  # more nodes than workers: valid for the schema, not for us
     api.create(bad)
     with operator(api):

@@ -1,0 +1,12 @@
+"""Where the repository and the shared data are: the kit is installed editable from a checkout, next to ../shared."""
+
+from __future__ import annotations
+
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+KUBERAY_CRDS = SHARED / "kuberay" / "crds"
+SAMPLES = SHARED / "kuberay" / "samples"
+POLLUX = SHARED / "datasets" / "pollux"
+CRDS = REPO / "crds"
