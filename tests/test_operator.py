@@ -38,17 +38,32 @@ def rayjob(name: str, **notes: str) -> dict:
     return body
 
 
+def assert_no_invalid_writes(api: AdvisorEmulator) -> None:
+    assert not [v for v in api.violations if v.rejected], "the operator wrote an invalid object"
+
+
 @pytest.fixture
 def api() -> Iterator[AdvisorEmulator]:
     with AdvisorEmulator() as emulator:
         emulator.create(profile_manifest())
         yield emulator
-        assert not [v for v in emulator.violations if v.rejected], "the operator wrote an invalid object"
+        assert_no_invalid_writes(emulator)
 
 
-def operator(api: AdvisorEmulator, **config: object) -> AbstractContextManager[RunningAdvisor]:
-    """A fresh operator run (own memo, so a restart forgets everything in memory)."""
+def operator(api: AdvisorEmulator | None = None, **config: object) -> AbstractContextManager[RunningAdvisor]:
+    """A fresh operator run (own memo, so a restart forgets everything in memory); on a new emulator unless ``api``."""
     return running_advisor(api=api, **{"refit_interval_seconds": 0.1, "shipped_profiles": False, **config})
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[RunningAdvisor]:
+    """One operator for the tests that need no fresh one: they only predict and plan, each for jobs of its own names.
+
+    Fitting the profile dominates an operator's start; sharing one saves a fit per test.
+    """
+    with operator(objects=[profile_manifest()]) as advisor:
+        yield advisor
+        assert_no_invalid_writes(advisor.api)
 
 
 def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
@@ -74,10 +89,10 @@ def finish(api: AdvisorEmulator, name: str, minutes: float = 10, deployment="Com
     )  # fmt: skip
 
 
-def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(api):
-    with operator(api):
-        api.create(rayjob("train"))
-        wait_for_note(api, "train", ann.PREDICTION)
+def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(live):
+    api = live.api
+    api.create(rayjob("train"))
+    wait_for_note(api, "train", ann.PREDICTION)
     stored = api.get("rayjobs", "default", "train")
     assert OUTPUT_KEYS <= set(stored["metadata"]["annotations"])
     prediction = json.loads(stored["metadata"]["annotations"][ann.PREDICTION])
@@ -90,38 +105,39 @@ def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(api):
     assert model["samples"] == 32 and model["name"] and 0 <= model["cvError"] < 0.5
 
 
-def test_changed_input_annotations_are_predicted_again(api):
-    with operator(api):
-        api.create(rayjob("train"))
-        first = float(wait_for_note(api, "train", ann.PREDICTED_RUNTIME_SECONDS))
-        api.patch("rayjobs", "default", "train", {"metadata": {"annotations": {ann.DATASET_SIZE: "16000"}}})
-        second = api.wait_until(
-            lambda: float(notes(api, "train")[ann.PREDICTED_RUNTIME_SECONDS]) > 1.5 * first or None, 30
-        )
+def test_changed_input_annotations_are_predicted_again(live):
+    api = live.api
+    api.create(rayjob("retrain"))
+    first = float(wait_for_note(api, "retrain", ann.PREDICTED_RUNTIME_SECONDS))
+    api.patch("rayjobs", "default", "retrain", {"metadata": {"annotations": {ann.DATASET_SIZE: "16000"}}})
+    second = api.wait_until(
+        lambda: float(notes(api, "retrain")[ann.PREDICTED_RUNTIME_SECONDS]) > 1.5 * first or None, 30
+    )
     assert second
 
 
-def test_unknown_workload_gets_an_error_annotation_and_a_warning_event(api):
-    with operator(api):
-        api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
-        error = wait_for_note(api, "mystery", ann.ERROR)
-        events = api.wait_until(
-            lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "mystery"], 30
-        )
+def test_unknown_workload_gets_an_error_annotation_and_a_warning_event(live):
+    api = live.api
+    api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
+    error = wait_for_note(api, "mystery", ann.ERROR)
+    events = api.wait_until(
+        lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "mystery"], 30
+    )
     assert "no RuntimeProfile for workload 'bert'" in error
     assert ann.PREDICTION not in notes(api, "mystery")
     assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")]
     assert error in events[0]["message"]
 
 
-def test_mode_off_leaves_the_job_alone(api):
+def test_mode_off_leaves_the_job_alone(live):
+    api = live.api
     api.create_namespace("quiet", labels={ann.MODE: "off"})
+    api.wait_until(lambda: "quiet" in live.memo.namespace_labels)  # else the job may come first
     quiet = rayjob("train")
     quiet["metadata"]["namespace"] = "quiet"
-    with operator(api):
-        api.create(quiet)
-        api.create(rayjob("watched"))
-        wait_for_note(api, "watched", ann.PREDICTION)
+    api.create(quiet)
+    api.create(rayjob("watched"))
+    wait_for_note(api, "watched", ann.PREDICTION)
     assert not {k for k in notes_in(api, "quiet", "train") if k in OUTPUT_KEYS | {ann.ERROR}}
 
 
@@ -146,13 +162,13 @@ def test_completion_is_learned_once_and_refits_the_model(api):
     assert reasons == ["Learned"]
 
 
-def test_failed_jobs_are_not_learned_from(api):
-    with operator(api):
-        api.create(rayjob("broken"))
-        wait_for_note(api, "broken", ann.PREDICTION)
-        finish(api, "broken", deployment="Failed", job_status="FAILED")
-        api.create(rayjob("after"))  # handled after the failure: the failure was seen by then
-        wait_for_note(api, "after", ann.PREDICTION)
+def test_failed_jobs_are_not_learned_from(live):
+    api = live.api
+    api.create(rayjob("broken"))
+    wait_for_note(api, "broken", ann.PREDICTION)
+    finish(api, "broken", deployment="Failed", job_status="FAILED")
+    api.create(rayjob("after"))  # handled after the failure: the failure was seen by then
+    wait_for_note(api, "after", ann.PREDICTION)
     assert learned(api) == [] and ann.ACTUAL_RUNTIME_SECONDS not in notes(api, "broken")
 
 
@@ -191,7 +207,8 @@ def test_conflicts_and_server_errors_are_retried(api):
     assert statuses[:2] == [500, 500] and 200 in statuses
 
 
-def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(api):
+def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(live):
+    api = live.api
     samples = []
     for name, body in sample_rayjobs():
         body = copy.deepcopy(body)
@@ -199,11 +216,10 @@ def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(api):
         body["metadata"]["name"] = re.sub(r"[^a-z0-9-]+", "-", name.lower().removesuffix(".yaml"))[:63].strip("-")
         body["metadata"].setdefault("annotations", {}).update({ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000"})
         samples.append(body)
-    with operator(api):
-        for body in samples:
-            api.create(body)
-        names = [b["metadata"]["name"] for b in samples]
-        api.wait_until(lambda: all({ann.PREDICTION, ann.ERROR} & set(notes(api, n)) for n in names), 120)
+    for body in samples:
+        api.create(body)
+    names = [b["metadata"]["name"] for b in samples]
+    api.wait_until(lambda: all({ann.PREDICTION, ann.ERROR} & set(notes(api, n)) for n in names), 120)
     errors = {n: notes(api, n)[ann.ERROR] for n in names if ann.ERROR in notes(api, n)}
     assert list(errors) == ["ray-job-use-existing-raycluster"]
     assert "spec.clusterSelector runs the job on an existing RayCluster" in errors["ray-job-use-existing-raycluster"]
@@ -252,10 +268,10 @@ def group_of(api: AdvisorEmulator, name: str) -> dict:
     return api.get("rayjobs", "default", name)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
 
 
-def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(api):
-    with operator(api):
-        api.create(held_rayjob("held", **{ann.RELEASE: "true"}))
-        api.wait_until(lambda: api.get("rayjobs", "default", "held")["spec"].get("suspend") is False, 60)
+def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(live):
+    api = live.api
+    api.create(held_rayjob("held", **{ann.RELEASE: "true"}))
+    api.wait_until(lambda: api.get("rayjobs", "default", "held")["spec"].get("suspend") is False, 60)
     plan = json.loads(notes(api, "held")[ann.RECOMMENDATION])
     group = group_of(api, "held")
     assert plan["replicas"] > 1 and group["replicas"] == plan["replicas"]
@@ -265,20 +281,20 @@ def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(a
     assert reasons == ["Resized"]
 
 
-def test_a_kueue_gated_job_loses_only_our_gate_and_stays_suspended(api):
+def test_a_kueue_gated_job_loses_only_our_gate_and_stays_suspended(live):
+    api = live.api
     gates_value = "example.com/quota,rayjob-advisor.io/planner"
-    with operator(api):
-        api.create(held_rayjob("gated", **{ann.KUEUE_GATES: gates_value}))
-        api.wait_until(lambda: notes(api, "gated").get(ann.KUEUE_GATES) == "example.com/quota", 60)
+    api.create(held_rayjob("gated", **{ann.KUEUE_GATES: gates_value}))
+    api.wait_until(lambda: notes(api, "gated").get(ann.KUEUE_GATES) == "example.com/quota", 60)
     assert api.get("rayjobs", "default", "gated")["spec"]["suspend"] is True  # Kueue's business
     assert group_of(api, "gated")["replicas"] == json.loads(notes(api, "gated")[ann.RECOMMENDATION])["replicas"] > 1
 
 
-def test_held_jobs_with_bad_input_are_released_unchanged(api):
-    with operator(api):
-        api.create(held_rayjob("broken", **{ann.RELEASE: "true", ann.DATASET_SIZE: "many"}))
-        api.wait_until(lambda: api.get("rayjobs", "default", "broken")["spec"].get("suspend") is False, 60)
-    assert ann.ERROR in notes(api, "broken") and group_of(api, "broken")["replicas"] == 1
+def test_held_jobs_with_bad_input_are_released_unchanged(live):
+    api = live.api
+    api.create(held_rayjob("bad-input", **{ann.RELEASE: "true", ann.DATASET_SIZE: "many"}))
+    api.wait_until(lambda: api.get("rayjobs", "default", "bad-input")["spec"].get("suspend") is False, 60)
+    assert ann.ERROR in notes(api, "bad-input") and group_of(api, "bad-input")["replicas"] == 1
 
 
 def test_jobs_not_held_and_running_jobs_are_never_resized(api):
