@@ -87,7 +87,7 @@ def running_advisor(
         for obj in objects:
             api.create(obj)
         values: dict[str, Any] = {"liveness_port": 0, "metrics_port": 0}
-        webhook = None
+        ca = None
         if role == "webhook":
             folder = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webhook-tls-")))
             ca, cert, key = make_certificates(folder)
@@ -99,7 +99,8 @@ def running_advisor(
             settings=operator_settings(arguments["settings"]), namespaces=arguments["namespaces"],
             memo=arguments["memo"], timeout=timeout,
         ))  # fmt: skip
-        if role == "webhook":
+        webhook = None
+        if ca is not None:
             api.wait_until(lambda: _accepting(operator_config.webhook_port), timeout)
             webhook = Webhook(operator_config.webhook_port, str(ca))
         yield RunningAdvisor(api, operator_config, arguments["memo"], webhook)

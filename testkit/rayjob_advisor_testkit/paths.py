@@ -10,3 +10,6 @@ KUBERAY_CRDS = SHARED / "kuberay" / "crds"
 SAMPLES = SHARED / "kuberay" / "samples"
 POLLUX = SHARED / "datasets" / "pollux"
 CRDS = REPO / "crds"
+
+if not CRDS.is_dir():
+    raise ImportError(f"the test kit reads the checkout it lives in, and {REPO} is none: pip install -e ./testkit")

@@ -65,6 +65,5 @@ def small_profile_runs() -> list[Observation]:
 
 def profile_manifest(runs: list[Observation] | None = None, workload: str = WORKLOAD) -> dict[str, Any]:
     """A RuntimeProfile in namespace default, of ``runs`` (default: ``small_profile_runs``)."""
-    manifest = profiles.runtime_profile_manifest(workload, small_profile_runs() if runs is None else runs)
-    manifest["metadata"]["namespace"] = "default"
-    return manifest
+    manifest: dict[str, Any] = profiles.runtime_profile_manifest(workload, small_profile_runs() if runs is None else runs)
+    return {**manifest, "metadata": {**manifest["metadata"], "namespace": "default"}}
