@@ -10,25 +10,21 @@ Ernest has no batch-size term, and Pollux varies the per-GPU batch, so the
 benchmark also compares the two on the fairest ground for Ernest: each
 workload's runs at its most measured per-GPU batch size only.
 
-    .venv/bin/python benchmarks/accuracy.py [--pollux-dir ../shared/datasets/pollux]
+    .venv/bin/python -m benchmarks.accuracy [--pollux-dir ../shared/datasets/pollux]
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
-import sys
 import time
 from collections import Counter
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
-from pollux import DEFAULT_POLLUX, MODELS, pollux_observations  # noqa: E402
-
-from rayjob_advisor.cli import evaluation_table  # noqa: E402
-from rayjob_advisor.models import evaluation  # noqa: E402
+from benchmarks.pollux import DEFAULT_POLLUX, MODELS, pollux_observations
+from rayjob_advisor.cli import evaluation_table
+from rayjob_advisor.models import evaluation
 
 
 

@@ -1,36 +1,29 @@
 """Controller speed on the API emulator: RayJobs annotated per second, and the handler's own latency.
 
 End to end: N RayJobs are created at once against the emulator the tests
-use (tests/emulator.py) and timed until every one carries its prediction;
+use (the test kit's) and timed until every one carries its prediction;
 the same is done with a no-op kopf operator (one create handler writing one
-annotation) in the same run, as the baseline of what kopf and the emulator
-cost by themselves. In process: ``advise()`` — features, profile lookup,
-prediction, annotations — timed alone, per RayJob.
+annotation, the advisor's kopf settings) in the same run, as the baseline of
+what kopf and the emulator cost by themselves. In process: ``advise()`` —
+features, profile lookup, prediction, annotations — timed alone, per RayJob.
 
-    .venv/bin/python benchmarks/controller.py [--jobs 100]
+    .venv/bin/python -m benchmarks.controller [--jobs 100]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import pathlib
-import sys
 import time
-from collections.abc import Callable
 
 import kopf
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-
-from conftest import make_rayjob, worker_group  # noqa: E402
-from emulator import Emulator, operator_settings, run_operator  # noqa: E402
-
-from rayjob_advisor import contract as ann  # noqa: E402
-from rayjob_advisor import profiles, run  # noqa: E402
-from rayjob_advisor.config import OperatorConfig  # noqa: E402
-from rayjob_advisor.application import Policy, advise  # noqa: E402
+from rayjob_advisor import contract as ann
+from rayjob_advisor import profiles
+from rayjob_advisor.application import Policy, advise
+from rayjob_advisor_testkit.advisor import running_advisor
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 WORKLOAD = "digits-cnn"
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
@@ -49,44 +42,32 @@ def rayjobs(count: int) -> list[dict]:
     return jobs
 
 
-Operator = tuple[kopf.OperatorRegistry, kopf.OperatorSettings, object, Callable[[], bool]]  # ..., memo, ready?
-Setup = Callable[[Emulator], Operator]
+def annotated_per_second(key: str, count: int, registry: kopf.OperatorRegistry | None = None) -> float:
+    """Jobs per second from the first create until every job carries annotation ``key``.
+
+    The advisor on its shipped profile, once fitted; or, with ``registry``, those handlers instead.
+    """
+    with running_advisor(registry=registry, timeout=60) as advisor:
+        if registry is None:
+            advisor.wait_for_model(WORKLOAD, timeout=300)
+        api = advisor.api
+        jobs = rayjobs(count)
+        started = time.perf_counter()
+        for job in jobs:
+            api.create(job)
+        api.wait_until(lambda: all(key in (j["metadata"].get("annotations") or {}) for j in api.objects("rayjobs")), 600)
+        return count / (time.perf_counter() - started)
 
 
-def annotated_per_second(setup: Setup, key: str, count: int) -> float:
-    """Jobs per second from the first create until every job carries annotation ``key``."""
-    with Emulator() as api:
-        registry, settings, memo, ready = setup(api)
-        with run_operator(api, registry=registry, settings=settings, memo=memo, timeout=60):
-            api.wait_until(ready, 300)
-            return _annotate_all(api, key, count)
-
-
-def _annotate_all(api: Emulator, key: str, count: int) -> float:
-    jobs = rayjobs(count)
-    started = time.perf_counter()
-    for job in jobs:
-        api.create(job)
-    api.wait_until(lambda: all(key in (j["metadata"].get("annotations") or {}) for j in api.objects("rayjobs")), 600)
-    return count / (time.perf_counter() - started)
-
-
-def no_op(api: Emulator) -> Operator:
+def no_op() -> kopf.OperatorRegistry:
+    """The baseline: one create handler writing one annotation."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.create("ray.io", "v1", "rayjobs", registry=registry)
     def seen(patch: kopf.Patch, **_: object) -> None:
         patch.metadata.annotations[MARK] = "yes"
 
-    return registry, operator_settings(), None, lambda: True
-
-
-def advisor(api: Emulator) -> Operator:
-    arguments = run.operator_arguments(OperatorConfig(kube_api=api.url, liveness_port=0, metrics_port=0))
-    memo = arguments["memo"]
-    settings = operator_settings()
-    settings.persistence = arguments["settings"].persistence
-    return arguments["registry"], settings, memo, lambda: memo.store.find("default", WORKLOAD).model is not None
+    return registry
 
 
 def main() -> None:
@@ -107,8 +88,8 @@ def main() -> None:
     print(f"in-process advise(), {len(jobs)} RayJobs on the shipped profile ({profile.model.selected_}): "
           f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
-    baseline = annotated_per_second(no_op, MARK, args.jobs)
-    ours = annotated_per_second(advisor, ann.PREDICTION, args.jobs)
+    baseline = annotated_per_second(MARK, args.jobs, no_op())
+    ours = annotated_per_second(ann.PREDICTION, args.jobs)
     print(f"end to end, {args.jobs} RayJobs created at once on the emulator:")
     print(f"  no-op kopf operator: {baseline:.1f} RayJobs/s")
     print(f"  rayjob-advisor:      {ours:.1f} RayJobs/s ({ours / baseline:.2f} x the no-op operator)")

@@ -15,7 +15,7 @@ Latency: AdmissionReviews posted over HTTPS to the webhook (webhook role, on
 the shipped profile) and, in the same run, to a kopf webhook whose mutate
 handler does nothing.
 
-    .venv/bin/python benchmarks/deadlines.py [--deadlines 5] [--requests 300]
+    .venv/bin/python -m benchmarks.deadlines [--deadlines 5] [--requests 300]
 """
 
 from __future__ import annotations
@@ -23,28 +23,18 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
-import pathlib
-import sys
-import tempfile
 import time
 
 import kopf
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-
-from conftest import make_rayjob, worker_group  # noqa: E402
-from emulator import Emulator, operator_settings, run_operator  # noqa: E402
-from test_operator import free_port  # noqa: E402
-from test_webhook import Webhook  # noqa: E402
-from tls import make_certificates  # noqa: E402
-
-from rayjob_advisor import contract as ann  # noqa: E402
-from rayjob_advisor import planner, profiles, run  # noqa: E402
-from rayjob_advisor.config import OperatorConfig  # noqa: E402
-from rayjob_advisor.features import features_from_rayjob  # noqa: E402
-from rayjob_advisor.models.runtime import RuntimeModel  # noqa: E402
-from rayjob_advisor.observations import read_observations  # noqa: E402
+from rayjob_advisor import contract as ann
+from rayjob_advisor import planner, profiles
+from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.observations import read_observations
+from rayjob_advisor_testkit.advisor import running_advisor
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 WORKLOAD = "digits-cnn"
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
@@ -108,36 +98,21 @@ def no_op_webhook() -> kopf.OperatorRegistry:
 
 
 def latencies(requests: int) -> None:
-    folder = pathlib.Path(tempfile.mkdtemp())
-    ca, cert, key = make_certificates(folder)
     body = make_rayjob(
         annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "64000", ann.BATCH_SIZE: "256", ann.DEADLINE: "2m", ann.MODE: "enforce"},
         groups=[worker_group(replicas=2, maxReplicas=4, resources={"requests": {"cpu": "500m"}})],
     )
     results = {}
-    for name in ("no-op mutate handler", "rayjob-advisor webhook"):
-        port = free_port()
-        config = OperatorConfig(
-            role="webhook", liveness_port=0, metrics_port=0, webhook_port=port, tls_cert_file=str(cert), tls_key_file=str(key)
-        )
-        with Emulator() as api:
-            arguments = run.operator_arguments(config.model_copy(update={"kube_api": api.url}))
-            settings = operator_settings()
-            settings.persistence = arguments["settings"].persistence
-            settings.admission = arguments["settings"].admission
-            memo = arguments["memo"]
-            ours = name.startswith("rayjob")
-            registry = arguments["registry"] if ours else no_op_webhook()
-            with run_operator(api, registry=registry, settings=settings, memo=memo if ours else None, timeout=60):
-                if ours:
-                    api.wait_until(lambda: memo.store.find("default", WORKLOAD).model is not None, 120)
-                client = Webhook(port, str(ca))
-                client.admit(body)  # warm-up: TLS session, first-call imports
-                timings = []
-                for _ in range(requests):
-                    started = time.perf_counter()
-                    client.review(body)
-                    timings.append(time.perf_counter() - started)
+    for name, registry in (("no-op mutate handler", no_op_webhook()), ("rayjob-advisor webhook", None)):
+        with running_advisor("webhook", registry=registry, timeout=60) as advisor:
+            if registry is None:
+                advisor.wait_for_model(WORKLOAD, timeout=120)
+            advisor.webhook.admit(body)  # warm-up: TLS session, first-call imports
+            timings = []
+            for _ in range(requests):
+                started = time.perf_counter()
+                advisor.webhook.review(body)
+                timings.append(time.perf_counter() - started)
         results[name] = np.quantile(timings, [0.5, 0.99]) * 1000
     print(f"\nadmission latency, {requests} AdmissionReviews over HTTPS (client side, ms):")
     for name, (p50, p99) in results.items():

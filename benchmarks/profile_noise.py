@@ -3,7 +3,7 @@
 No model can be more accurate than the data repeats are consistent, so this
 is the floor to read `evaluate`'s MAPE against.
 
-    .venv/bin/python benchmarks/profile_noise.py [FILE.csv]   (default: the shipped profile)
+    .venv/bin/python -m benchmarks.profile_noise [FILE.csv]   (default: the shipped profile)
 """
 
 from __future__ import annotations

@@ -6,23 +6,19 @@ to report coverage. Per workload: the model each picks, their
 cross-validated MAPE, how many estimator fits each made and how long it
 took. The two must agree; the tests check the same on the small profiles.
 
-    .venv/bin/python benchmarks/selection.py [--pollux-dir ../shared/datasets/pollux]
+    .venv/bin/python -m benchmarks.selection [--pollux-dir ../shared/datasets/pollux]
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-
-from conftest import counting_fits
-from pollux import DEFAULT_POLLUX, MODELS, pollux_observations
+from benchmarks.pollux import DEFAULT_POLLUX, MODELS, pollux_observations
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor_testkit.fits import counting_fits
 
 
 def main() -> None:

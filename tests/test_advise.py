@@ -8,11 +8,12 @@ import json
 import jsonpatch
 import pytest
 
-from conftest import assert_valid_rayjob, make_rayjob, sample_rayjobs, synthetic_observations, worker_group
 from rayjob_advisor import contract as ann
 from rayjob_advisor import profiles
 from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
 from rayjob_advisor.config import OperatorConfig, load_config
+from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob, make_rayjob, sample_rayjobs, worker_group
 
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
 POLICY = Policy()

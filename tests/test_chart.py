@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from conftest import REPO
+from rayjob_advisor_testkit.paths import REPO
 
 CHART = REPO / "charts" / "rayjob-advisor"
 KUBERNETES = latest_version()

@@ -9,12 +9,13 @@ import sys
 import pytest
 import yaml
 
-from conftest import make_rayjob, synthetic_observations, worker_group
 from rayjob_advisor import contract as ann
 from rayjob_advisor.cli import main
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import write_observations
+from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 SPLITS = {"interpolate-workers", "extrapolate-workers", "interpolate-size", "extrapolate-size", "kfold"}
 

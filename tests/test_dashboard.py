@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import REPO
 from rayjob_advisor.metrics import Metrics
+from rayjob_advisor_testkit.paths import REPO
 
 DASHBOARD = REPO / "charts" / "rayjob-advisor" / "dashboards" / "rayjob-advisor.json"
 

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import REPO
+from rayjob_advisor_testkit.paths import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 

@@ -1,4 +1,4 @@
-"""The emulator is strict where kmock is lax, and runs a real kopf operator (DESIGN §9)."""
+"""The test kit's emulator is strict where kmock is lax, and runs a real kopf operator (DESIGN §9)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from typing import Any
 import kopf
 import pytest
 
-from conftest import make_rayjob
-from emulator import ApiError, Emulator, operator_settings, run_operator
+from rayjob_advisor_testkit.emulator import ApiError, operator_settings, run_operator
+from rayjob_advisor_testkit.rayjobs import make_rayjob
+from rayjob_advisor_testkit.resources import AdvisorEmulator
 
 RAYJOBS = "/apis/ray.io/v1/namespaces/default/rayjobs"
 
 
 @pytest.fixture
-def api() -> Iterator[Emulator]:
-    with Emulator() as emulator:
+def api() -> Iterator[AdvisorEmulator]:
+    with AdvisorEmulator() as emulator:
         yield emulator
 
 
@@ -34,7 +35,7 @@ def settings() -> kopf.OperatorSettings:
     return settings
 
 
-def call(api: Emulator, method: str, path: str, body: Any = None,
+def call(api: AdvisorEmulator, method: str, path: str, body: Any = None,
          content_type: str = "application/json") -> tuple[int, Any]:
     """One raw HTTP request, as any client would send it: (status, decoded JSON body)."""
     data = json.dumps(body).encode() if body is not None else None
@@ -46,7 +47,7 @@ def call(api: Emulator, method: str, path: str, body: Any = None,
         return error.code, json.loads(error.read())
 
 
-def watch(api: Emulator, path: str) -> list[tuple[str, str]]:
+def watch(api: AdvisorEmulator, path: str) -> list[tuple[str, str]]:
     """(type, name) of every event a 1-second watch stream delivers."""
     with urllib.request.urlopen(f"{api.url}{path}&timeoutSeconds=1", timeout=5) as response:
         events = [json.loads(line) for line in response if line.strip()]
@@ -65,7 +66,7 @@ def annotation_registry(seen: list[str]) -> kopf.OperatorRegistry:
     return registry
 
 
-def annotated(api: Emulator, name: str) -> dict[str, Any]:
+def annotated(api: AdvisorEmulator, name: str) -> dict[str, Any]:
     """The RayJob once the operator has annotated it, else an empty (falsy) dict."""
     obj = api.get("rayjobs", "default", name)
     return obj if obj["metadata"].get("annotations", {}).get("rayjob-advisor.io/seen") == "yes" else {}
@@ -77,7 +78,7 @@ def named(name: str) -> dict[str, Any]:
     return rayjob
 
 
-def test_create_sets_server_fields_and_answers_201_then_409(api: Emulator) -> None:
+def test_create_sets_server_fields_and_answers_201_then_409(api: AdvisorEmulator) -> None:
     status, created = call(api, "POST", RAYJOBS, make_rayjob())
     assert status == 201
     meta = created["metadata"]
@@ -90,7 +91,7 @@ def test_create_sets_server_fields_and_answers_201_then_409(api: Emulator) -> No
     assert (status, body["kind"], body["reason"]) == (409, "Status", "AlreadyExists")
 
 
-def test_unknown_objects_and_namespaces_answer_404_with_a_status(api: Emulator) -> None:
+def test_unknown_objects_and_namespaces_answer_404_with_a_status(api: AdvisorEmulator) -> None:
     status, body = call(api, "GET", f"{RAYJOBS}/missing")
     assert (status, body["kind"], body["reason"]) == (404, "Status", "NotFound")
     rayjob = make_rayjob()
@@ -100,7 +101,7 @@ def test_unknown_objects_and_namespaces_answer_404_with_a_status(api: Emulator) 
     assert error.value.code == 404
 
 
-def test_stale_resource_version_is_a_409_conflict(api: Emulator) -> None:
+def test_stale_resource_version_is_a_409_conflict(api: AdvisorEmulator) -> None:
     stale = api.create(make_rayjob())["metadata"]["resourceVersion"]
     api.patch("rayjobs", "default", "job", {"metadata": {"labels": {"a": "b"}}})
 
@@ -115,7 +116,7 @@ def test_stale_resource_version_is_a_409_conflict(api: Emulator) -> None:
     assert api.get("rayjobs", "default", "job") == current
 
 
-def test_writes_raise_one_global_resource_version_and_no_ops_do_not(api: Emulator) -> None:
+def test_writes_raise_one_global_resource_version_and_no_ops_do_not(api: AdvisorEmulator) -> None:
     first = int(api.create(named("one"))["metadata"]["resourceVersion"])
     second = int(api.create(named("two"))["metadata"]["resourceVersion"])
     assert second == first + 1
@@ -125,7 +126,7 @@ def test_writes_raise_one_global_resource_version_and_no_ops_do_not(api: Emulato
     assert again["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
 
 
-def test_status_subresource_separates_status_from_the_rest(api: Emulator) -> None:
+def test_status_subresource_separates_status_from_the_rest(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
     main = api.patch("rayjobs", "default", "job", {"spec": {"entrypoint": "python other.py"},
                                                    "status": {"jobStatus": "SUCCEEDED"}})
@@ -141,7 +142,7 @@ def test_status_subresource_separates_status_from_the_rest(api: Emulator) -> Non
     assert status["metadata"]["generation"] == 2
 
 
-def test_kuberay_status_updates_are_watch_events(api: Emulator) -> None:
+def test_kuberay_status_updates_are_watch_events(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
     since = api.revision
     api.set_rayjob_status("default", "job", deployment_status="Complete", job_status="SUCCEEDED",
@@ -151,7 +152,7 @@ def test_kuberay_status_updates_are_watch_events(api: Emulator) -> None:
     assert watch(api, f"{RAYJOBS}?watch=true&resourceVersion={since}") == [("MODIFIED", "job")]
 
 
-def test_watch_after_a_resource_version_does_not_replay_older_objects(api: Emulator) -> None:
+def test_watch_after_a_resource_version_does_not_replay_older_objects(api: AdvisorEmulator) -> None:
     api.create(named("old"))
     since = api.revision
     api.create(named("new"))
@@ -164,7 +165,7 @@ def test_watch_after_a_resource_version_does_not_replay_older_objects(api: Emula
     assert watch(api, f"{RAYJOBS}?watch=true") == [("ADDED", "old")]
 
 
-def test_invalid_rayjob_is_rejected_with_422_and_recorded(api: Emulator) -> None:
+def test_invalid_rayjob_is_rejected_with_422_and_recorded(api: AdvisorEmulator) -> None:
     invalid = make_rayjob()
     invalid["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "two"
     before = api.revision
@@ -178,14 +179,14 @@ def test_invalid_rayjob_is_rejected_with_422_and_recorded(api: Emulator) -> None
     assert [v.rejected for v in api.violations] == [True, True]
 
 
-def test_unknown_fields_are_pruned_like_the_apiserver_does_and_recorded(api: Emulator) -> None:
+def test_unknown_fields_are_pruned_like_the_apiserver_does_and_recorded(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
     stored = api.patch_status("rayjobs", "default", "job", {"jobStatus": "RUNNING", "kopf": {"progress": {}}})
     assert "kopf" not in stored["status"]
     assert [(v.message, v.rejected) for v in api.violations] == [("unknown field 'status.kopf' pruned", False)]
 
 
-def test_metadata_rules_hold(api: Emulator) -> None:
+def test_metadata_rules_hold(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
     status, _ = call(api, "PATCH", f"{RAYJOBS}/job", {"metadata": {"annotations": {"n": 1}}},
                      "application/merge-patch+json")
@@ -197,14 +198,14 @@ def test_metadata_rules_hold(api: Emulator) -> None:
     assert status == 415
 
 
-def test_json_patch_with_a_failing_test_is_422(api: Emulator) -> None:
+def test_json_patch_with_a_failing_test_is_422(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
     ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
            {"op": "add", "path": "/metadata/finalizers", "value": ["x"]}]
     assert call(api, "PATCH", f"{RAYJOBS}/job", ops, "application/json-patch+json")[0] == 422
 
 
-def test_namespaces_are_listed_like_core_resources(api: Emulator) -> None:
+def test_namespaces_are_listed_like_core_resources(api: AdvisorEmulator) -> None:
     api.create_namespace("team-a", {"rayjob-advisor.io/enabled": "true"})
     status, listing = call(api, "GET", "/api/v1/namespaces?labelSelector=rayjob-advisor.io/enabled%3Dtrue")
     assert status == 200 and listing["kind"] == "NamespaceList"
@@ -212,7 +213,7 @@ def test_namespaces_are_listed_like_core_resources(api: Emulator) -> None:
     assert "kind" not in listing["items"][0]  # core list items carry no kind, as from a real apiserver
 
 
-def test_faults_answer_the_next_matching_requests_then_stop(api: Emulator) -> None:
+def test_faults_answer_the_next_matching_requests_then_stop(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
     fault = api.inject_fault("PATCH", "rayjobs", name="job", status=409, times=2)
     patch = {"metadata": {"labels": {"a": "b"}}}
@@ -222,7 +223,7 @@ def test_faults_answer_the_next_matching_requests_then_stop(api: Emulator) -> No
     assert [r.status for r in api.requests("patch", "rayjobs", name="job")] == [409, 409, 200]
 
 
-def test_operator_handler_patch_lands_with_a_newer_resource_version(api: Emulator, settings: kopf.OperatorSettings) -> None:
+def test_operator_handler_patch_lands_with_a_newer_resource_version(api: AdvisorEmulator, settings: kopf.OperatorSettings) -> None:
     seen: list[str] = []
     created = api.create(make_rayjob())
     with run_operator(api, registry=annotation_registry(seen), settings=settings):
@@ -231,7 +232,7 @@ def test_operator_handler_patch_lands_with_a_newer_resource_version(api: Emulato
     assert int(handled["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
 
 
-def test_operator_retries_a_failed_patch(api: Emulator, settings: kopf.OperatorSettings) -> None:
+def test_operator_retries_a_failed_patch(api: AdvisorEmulator, settings: kopf.OperatorSettings) -> None:
     api.inject_fault("PATCH", "rayjobs", subresource="", status=500)
     api.create(make_rayjob())
     with run_operator(api, registry=annotation_registry([]), settings=settings):
@@ -239,7 +240,7 @@ def test_operator_retries_a_failed_patch(api: Emulator, settings: kopf.OperatorS
     assert [r.status for r in api.requests("PATCH", "rayjobs")][:2] == [500, 200]
 
 
-def test_operator_restarts_against_the_same_emulator(api: Emulator, settings: kopf.OperatorSettings) -> None:
+def test_operator_restarts_against_the_same_emulator(api: AdvisorEmulator, settings: kopf.OperatorSettings) -> None:
     seen: list[str] = []
     registry = annotation_registry(seen)
     api.create(named("before"))

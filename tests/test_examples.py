@@ -5,16 +5,14 @@ from __future__ import annotations
 import csv
 import math
 import string
-import sys
 
 import pytest
 import yaml
 
-from conftest import POLLUX, REPO, assert_valid_rayjob
+from benchmarks import pollux
 from rayjob_advisor import contract, features
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import pollux  # noqa: E402
+from rayjob_advisor_testkit.paths import POLLUX, REPO
+from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 

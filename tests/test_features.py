@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_rayjob, sample_rayjobs, worker_group
 from rayjob_advisor import contract, features
+from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 
 
 def extract(rayjob: dict) -> features.Features:

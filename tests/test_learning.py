@@ -7,10 +7,11 @@ import threading
 
 import pytest
 
-from conftest import make_rayjob, synthetic_observations, worker_group
 from rayjob_advisor import contract as ann
 from rayjob_advisor import completions, profiles
 from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 
 def finished_rayjob(deployment="Complete", job_status="SUCCEEDED", failed=None, prediction=None):

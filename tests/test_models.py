@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from sklearn.utils.validation import check_is_fitted
 
-from conftest import counting_fits, synthetic_observations
 from rayjob_advisor import profiles
 from rayjob_advisor.features import Features
 from rayjob_advisor.models import calibration, evaluation, splits
 from rayjob_advisor.models.estimators import CANDIDATES, Ernest
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import read_observations
+from rayjob_advisor_testkit.fits import counting_fits
+from rayjob_advisor_testkit.profiles import synthetic_observations
 
 
 @pytest.fixture(scope="module")

@@ -9,44 +9,24 @@ import os
 import platform
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import make_rayjob, sample_rayjobs, worker_group
-from emulator import Emulator, operator_settings, rfc3339, run_operator
-from rayjob_advisor import __version__, profiles, run
+from rayjob_advisor import __version__
 from rayjob_advisor import contract as ann
-from rayjob_advisor.config import OperatorConfig
-from rayjob_advisor.observations import Observation
+from rayjob_advisor_testkit.advisor import RunningAdvisor, free_port, running_advisor
+from rayjob_advisor_testkit.emulator import rfc3339
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
+from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
+from rayjob_advisor_testkit.resources import AdvisorEmulator
 
-WORKLOAD = "synthetic"
 OUTPUT_KEYS = {ann.PREDICTED_RUNTIME, ann.PREDICTED_RUNTIME_SECONDS, ann.PREDICTION}
-
-
-def small_profile_runs() -> list[Observation]:
-    """32 runs of a known data-parallel law: enough for every split, quick to fit."""
-    from conftest import sync_sgd_time
-
-    return [
-        Observation(
-            workload=WORKLOAD, dataset_size=size, epochs=1, batch_size=batch, workers=workers, cpus_per_worker=2,
-            gpus_per_worker=0, nodes=1, execution_seconds=sync_sgd_time(size, workers, batch, 1), source="seed",
-        )  # fmt: skip
-        for workers in (1, 2, 4, 8)
-        for size in (2000, 4000, 8000, 16000)
-        for batch in (64, 128)
-    ]
-
-
-def profile_manifest() -> dict:
-    manifest = profiles.runtime_profile_manifest(WORKLOAD, small_profile_runs())
-    manifest["metadata"]["namespace"] = "default"
-    return manifest
 
 
 def rayjob(name: str, **notes: str) -> dict:
@@ -58,37 +38,48 @@ def rayjob(name: str, **notes: str) -> dict:
     return body
 
 
+def assert_no_invalid_writes(api: AdvisorEmulator) -> None:
+    assert not [v for v in api.violations if v.rejected], "the operator wrote an invalid object"
+
+
 @pytest.fixture
-def api():
-    with Emulator() as emulator:
+def api() -> Iterator[AdvisorEmulator]:
+    with AdvisorEmulator() as emulator:
         emulator.create(profile_manifest())
         yield emulator
-        assert not [v for v in emulator.violations if v.rejected], "the operator wrote an invalid object"
+        assert_no_invalid_writes(emulator)
 
 
-def operator(api: Emulator, **config: object):
-    """A fresh operator run (own memo, so a restart forgets everything in memory)."""
-    defaults = {"liveness_port": 0, "metrics_port": 0, "refit_interval_seconds": 0.1, "shipped_profiles": False}
-    arguments = run.operator_arguments(OperatorConfig(kube_api=api.url, **{**defaults, **config}))
-    settings = operator_settings()
-    settings.persistence = arguments["settings"].persistence
-    return run_operator(api, registry=arguments["registry"], settings=settings, memo=arguments["memo"], timeout=30)
+def operator(api: AdvisorEmulator | None = None, **config: object) -> AbstractContextManager[RunningAdvisor]:
+    """A fresh operator run (own memo, so a restart forgets everything in memory); on a new emulator unless ``api``."""
+    return running_advisor(api=api, **{"refit_interval_seconds": 0.1, "shipped_profiles": False, **config})
 
 
-def notes(api: Emulator, name: str) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def live() -> Iterator[RunningAdvisor]:
+    """One operator for the tests that need no fresh one: they only predict and plan, each for jobs of its own names.
+
+    Fitting the profile dominates an operator's start; sharing one saves a fit per test.
+    """
+    with operator(objects=[profile_manifest()]) as advisor:
+        yield advisor
+        assert_no_invalid_writes(advisor.api)
+
+
+def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
     return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
 
 
-def wait_for_note(api: Emulator, name: str, key: str, timeout: float = 60) -> str:
+def wait_for_note(api: AdvisorEmulator, name: str, key: str, timeout: float = 60) -> str:
     return api.wait_until(lambda: notes(api, name).get(key), timeout)
 
 
-def learned(api: Emulator) -> list[dict]:
+def learned(api: AdvisorEmulator) -> list[dict]:
     status = api.get("runtimeprofiles", "default", WORKLOAD).get("status") or {}
     return status.get("observations") or []
 
 
-def finish(api: Emulator, name: str, minutes: float = 10, deployment="Complete", job_status="SUCCEEDED") -> None:
+def finish(api: AdvisorEmulator, name: str, minutes: float = 10, deployment="Complete", job_status="SUCCEEDED") -> None:
     created = dt.datetime.fromisoformat(api.get("rayjobs", "default", name)["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
     start = created + dt.timedelta(seconds=30)
     api.set_rayjob_status("default", name, deployment_status="Running", job_status="RUNNING", start_time=rfc3339(start))
@@ -98,10 +89,10 @@ def finish(api: Emulator, name: str, minutes: float = 10, deployment="Complete",
     )  # fmt: skip
 
 
-def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(api):
-    with operator(api):
-        api.create(rayjob("train"))
-        wait_for_note(api, "train", ann.PREDICTION)
+def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(live):
+    api = live.api
+    api.create(rayjob("train"))
+    wait_for_note(api, "train", ann.PREDICTION)
     stored = api.get("rayjobs", "default", "train")
     assert OUTPUT_KEYS <= set(stored["metadata"]["annotations"])
     prediction = json.loads(stored["metadata"]["annotations"][ann.PREDICTION])
@@ -114,42 +105,43 @@ def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(api):
     assert model["samples"] == 32 and model["name"] and 0 <= model["cvError"] < 0.5
 
 
-def test_changed_input_annotations_are_predicted_again(api):
-    with operator(api):
-        api.create(rayjob("train"))
-        first = float(wait_for_note(api, "train", ann.PREDICTED_RUNTIME_SECONDS))
-        api.patch("rayjobs", "default", "train", {"metadata": {"annotations": {ann.DATASET_SIZE: "16000"}}})
-        second = api.wait_until(
-            lambda: float(notes(api, "train")[ann.PREDICTED_RUNTIME_SECONDS]) > 1.5 * first or None, 30
-        )
+def test_changed_input_annotations_are_predicted_again(live):
+    api = live.api
+    api.create(rayjob("retrain"))
+    first = float(wait_for_note(api, "retrain", ann.PREDICTED_RUNTIME_SECONDS))
+    api.patch("rayjobs", "default", "retrain", {"metadata": {"annotations": {ann.DATASET_SIZE: "16000"}}})
+    second = api.wait_until(
+        lambda: float(notes(api, "retrain")[ann.PREDICTED_RUNTIME_SECONDS]) > 1.5 * first or None, 30
+    )
     assert second
 
 
-def test_unknown_workload_gets_an_error_annotation_and_a_warning_event(api):
-    with operator(api):
-        api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
-        error = wait_for_note(api, "mystery", ann.ERROR)
-        events = api.wait_until(
-            lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "mystery"], 30
-        )
+def test_unknown_workload_gets_an_error_annotation_and_a_warning_event(live):
+    api = live.api
+    api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
+    error = wait_for_note(api, "mystery", ann.ERROR)
+    events = api.wait_until(
+        lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "mystery"], 30
+    )
     assert "no RuntimeProfile for workload 'bert'" in error
     assert ann.PREDICTION not in notes(api, "mystery")
     assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")]
     assert error in events[0]["message"]
 
 
-def test_mode_off_leaves_the_job_alone(api):
+def test_mode_off_leaves_the_job_alone(live):
+    api = live.api
     api.create_namespace("quiet", labels={ann.MODE: "off"})
+    api.wait_until(lambda: "quiet" in live.memo.namespace_labels)  # else the job may come first
     quiet = rayjob("train")
     quiet["metadata"]["namespace"] = "quiet"
-    with operator(api):
-        api.create(quiet)
-        api.create(rayjob("watched"))
-        wait_for_note(api, "watched", ann.PREDICTION)
+    api.create(quiet)
+    api.create(rayjob("watched"))
+    wait_for_note(api, "watched", ann.PREDICTION)
     assert not {k for k in notes_in(api, "quiet", "train") if k in OUTPUT_KEYS | {ann.ERROR}}
 
 
-def notes_in(api: Emulator, namespace: str, name: str) -> dict[str, str]:
+def notes_in(api: AdvisorEmulator, namespace: str, name: str) -> dict[str, str]:
     return api.get("rayjobs", namespace, name)["metadata"].get("annotations", {})
 
 
@@ -170,13 +162,13 @@ def test_completion_is_learned_once_and_refits_the_model(api):
     assert reasons == ["Learned"]
 
 
-def test_failed_jobs_are_not_learned_from(api):
-    with operator(api):
-        api.create(rayjob("broken"))
-        wait_for_note(api, "broken", ann.PREDICTION)
-        finish(api, "broken", deployment="Failed", job_status="FAILED")
-        api.create(rayjob("after"))  # handled after the failure: the failure was seen by then
-        wait_for_note(api, "after", ann.PREDICTION)
+def test_failed_jobs_are_not_learned_from(live):
+    api = live.api
+    api.create(rayjob("broken"))
+    wait_for_note(api, "broken", ann.PREDICTION)
+    finish(api, "broken", deployment="Failed", job_status="FAILED")
+    api.create(rayjob("after"))  # handled after the failure: the failure was seen by then
+    wait_for_note(api, "after", ann.PREDICTION)
     assert learned(api) == [] and ann.ACTUAL_RUNTIME_SECONDS not in notes(api, "broken")
 
 
@@ -215,7 +207,8 @@ def test_conflicts_and_server_errors_are_retried(api):
     assert statuses[:2] == [500, 500] and 200 in statuses
 
 
-def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(api):
+def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(live):
+    api = live.api
     samples = []
     for name, body in sample_rayjobs():
         body = copy.deepcopy(body)
@@ -223,11 +216,10 @@ def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(api):
         body["metadata"]["name"] = re.sub(r"[^a-z0-9-]+", "-", name.lower().removesuffix(".yaml"))[:63].strip("-")
         body["metadata"].setdefault("annotations", {}).update({ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000"})
         samples.append(body)
-    with operator(api):
-        for body in samples:
-            api.create(body)
-        names = [b["metadata"]["name"] for b in samples]
-        api.wait_until(lambda: all({ann.PREDICTION, ann.ERROR} & set(notes(api, n)) for n in names), 120)
+    for body in samples:
+        api.create(body)
+    names = [b["metadata"]["name"] for b in samples]
+    api.wait_until(lambda: all({ann.PREDICTION, ann.ERROR} & set(notes(api, n)) for n in names), 120)
     errors = {n: notes(api, n)[ann.ERROR] for n in names if ann.ERROR in notes(api, n)}
     assert list(errors) == ["ray-job-use-existing-raycluster"]
     assert "spec.clusterSelector runs the job on an existing RayCluster" in errors["ray-job-use-existing-raycluster"]
@@ -259,12 +251,6 @@ def test_the_run_command_serves_liveness_metrics_and_logs_json(api, tmp_path):
     assert lines and all(json.loads(line)["message"] is not None for line in lines)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def held_rayjob(name: str, **notes: str) -> dict:
     body = make_rayjob(
         annotations={
@@ -278,14 +264,14 @@ def held_rayjob(name: str, **notes: str) -> dict:
     return body
 
 
-def group_of(api: Emulator, name: str) -> dict:
+def group_of(api: AdvisorEmulator, name: str) -> dict:
     return api.get("rayjobs", "default", name)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
 
 
-def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(api):
-    with operator(api):
-        api.create(held_rayjob("held", **{ann.RELEASE: "true"}))
-        api.wait_until(lambda: api.get("rayjobs", "default", "held")["spec"].get("suspend") is False, 60)
+def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(live):
+    api = live.api
+    api.create(held_rayjob("held", **{ann.RELEASE: "true"}))
+    api.wait_until(lambda: api.get("rayjobs", "default", "held")["spec"].get("suspend") is False, 60)
     plan = json.loads(notes(api, "held")[ann.RECOMMENDATION])
     group = group_of(api, "held")
     assert plan["replicas"] > 1 and group["replicas"] == plan["replicas"]
@@ -295,20 +281,20 @@ def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(a
     assert reasons == ["Resized"]
 
 
-def test_a_kueue_gated_job_loses_only_our_gate_and_stays_suspended(api):
+def test_a_kueue_gated_job_loses_only_our_gate_and_stays_suspended(live):
+    api = live.api
     gates_value = "example.com/quota,rayjob-advisor.io/planner"
-    with operator(api):
-        api.create(held_rayjob("gated", **{ann.KUEUE_GATES: gates_value}))
-        api.wait_until(lambda: notes(api, "gated").get(ann.KUEUE_GATES) == "example.com/quota", 60)
+    api.create(held_rayjob("gated", **{ann.KUEUE_GATES: gates_value}))
+    api.wait_until(lambda: notes(api, "gated").get(ann.KUEUE_GATES) == "example.com/quota", 60)
     assert api.get("rayjobs", "default", "gated")["spec"]["suspend"] is True  # Kueue's business
     assert group_of(api, "gated")["replicas"] == json.loads(notes(api, "gated")[ann.RECOMMENDATION])["replicas"] > 1
 
 
-def test_held_jobs_with_bad_input_are_released_unchanged(api):
-    with operator(api):
-        api.create(held_rayjob("broken", **{ann.RELEASE: "true", ann.DATASET_SIZE: "many"}))
-        api.wait_until(lambda: api.get("rayjobs", "default", "broken")["spec"].get("suspend") is False, 60)
-    assert ann.ERROR in notes(api, "broken") and group_of(api, "broken")["replicas"] == 1
+def test_held_jobs_with_bad_input_are_released_unchanged(live):
+    api = live.api
+    api.create(held_rayjob("bad-input", **{ann.RELEASE: "true", ann.DATASET_SIZE: "many"}))
+    api.wait_until(lambda: api.get("rayjobs", "default", "bad-input")["spec"].get("suspend") is False, 60)
+    assert ann.ERROR in notes(api, "bad-input") and group_of(api, "bad-input")["replicas"] == 1
 
 
 def test_jobs_not_held_and_running_jobs_are_never_resized(api):
@@ -382,8 +368,7 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
 
 
 def test_an_invalid_profile_is_reported_and_does_not_stop_the_operator(api):
-    bad = profiles.runtime_profile_manifest("broken", small_profile_runs()[:3])
-    bad["metadata"]["namespace"] = "default"
+    bad = profile_manifest(small_profile_runs()[:3], workload="broken")
     bad["spec"]["observations"][0]["nodes"] = 99  # more nodes than workers: valid for the schema, not for us
     api.create(bad)
     with operator(api):

@@ -11,11 +11,11 @@ import ray.cloudpickle
 import pytest
 import yaml
 
-from conftest import REPO
 from rayjob_advisor import profiles
 from rayjob_advisor.cli import main
 from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiling import harness
+from rayjob_advisor_testkit.paths import REPO
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
 

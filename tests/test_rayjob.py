@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_rayjob, worker_group
 from rayjob_advisor import contract as ann
 from rayjob_advisor.rayjob import RayJob, is_finished, is_waiting, merge
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 
 def test_suspended_jobs_are_held_only_when_they_ask_for_release():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO
 from rayjob_advisor import profiles
 from rayjob_advisor.cli import main
 from rayjob_advisor.observations import read_observations
+from rayjob_advisor_testkit.paths import REPO
 
 
 def test_the_shipped_profile_is_a_real_sweep_with_provenance():

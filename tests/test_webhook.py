@@ -2,85 +2,29 @@
 
 from __future__ import annotations
 
-import base64
-import copy
 import json
-import ssl
-import urllib.request
-import uuid
+from collections.abc import Iterator
 
-import jsonpatch
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_valid_rayjob, make_rayjob, worker_group
-from emulator import Emulator, operator_settings, run_operator
 from rayjob_advisor import contract as ann
-from rayjob_advisor import run
-from rayjob_advisor.config import OperatorConfig
-from test_operator import WORKLOAD, free_port, profile_manifest
-from tls import make_certificates
-
-
-class Webhook:
-    """Posts AdmissionReviews to the running webhook and applies what it answers."""
-
-    def __init__(self, port: int, ca: str) -> None:
-        self.url = f"https://127.0.0.1:{port}/advise"
-        self.context = ssl.create_default_context(cafile=ca)
-
-    def review(self, rayjob: dict, dry_run: bool = False) -> dict:
-        request = {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "ray.io", "version": "v1", "kind": "RayJob"},
-            "resource": {"group": "ray.io", "version": "v1", "resource": "rayjobs"},
-            "name": rayjob["metadata"]["name"],
-            "namespace": rayjob["metadata"].get("namespace", "default"),
-            "operation": "CREATE",
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": rayjob,
-            "oldObject": None,
-            "dryRun": dry_run,
-        }
-        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
-        http = urllib.request.Request(self.url, body.encode(), {"Content-Type": "application/json"})
-        with urllib.request.urlopen(http, context=self.context, timeout=10) as answer:
-            response = json.load(answer)["response"]
-        assert response["uid"] == request["uid"]
-        return response
-
-    def admit(self, rayjob: dict, dry_run: bool = False) -> tuple[dict, dict]:
-        """(the RayJob as it would be stored, the response); asserts it is allowed and valid."""
-        response = self.review(rayjob, dry_run)
-        assert response["allowed"] is True, response
-        patched = copy.deepcopy(rayjob)
-        if "patch" in response:
-            assert response["patchType"] == "JSONPatch"
-            patched = jsonpatch.apply_patch(rayjob, json.loads(base64.b64decode(response["patch"])))
-        assert_valid_rayjob(patched)
-        return patched, response
+from rayjob_advisor_testkit.admission import Webhook
+from rayjob_advisor_testkit.advisor import running_advisor
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 
 @pytest.fixture(scope="module")
-def webhook(tmp_path_factory):
-    ca, cert, key = make_certificates(tmp_path_factory.mktemp("tls"))
-    port = free_port()
-    with Emulator() as api:
-        api.create(profile_manifest())
-        config = OperatorConfig(
-            role="webhook", kube_api=api.url, liveness_port=0, metrics_port=0, webhook_port=port, shipped_profiles=False,
-            tls_cert_file=str(cert), tls_key_file=str(key), refit_interval_seconds=0.1,
-        )  # fmt: skip
-        arguments = run.operator_arguments(config)
-        settings_ = operator_settings()
-        settings_.persistence = arguments["settings"].persistence
-        settings_.admission = arguments["settings"].admission
-        memo = arguments["memo"]
-        with run_operator(api, registry=arguments["registry"], settings=settings_, memo=memo, timeout=30):
-            api.wait_until(lambda: memo.store.find("default", WORKLOAD).model is not None, 60)
-            yield Webhook(port, str(ca))
-        assert not api.objects("events") and not api.requests("PATCH"), "the webhook role must write nothing"
+def webhook() -> Iterator[Webhook]:
+    """One webhook replica for the module: it keeps no state between reviews."""
+    with running_advisor(
+        "webhook", objects=[profile_manifest()], shipped_profiles=False, refit_interval_seconds=0.1
+    ) as advisor:
+        advisor.wait_for_model(WORKLOAD)
+        yield advisor.webhook
+        assert not advisor.api.objects("events") and not advisor.api.requests("PATCH"), "the webhook role must write nothing"
 
 
 def job(mode: str = "recommend", deadline: str | None = "40s", replicas: int = 1, **notes: str) -> dict:

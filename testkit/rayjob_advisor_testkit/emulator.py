@@ -1,5 +1,8 @@
 """A strict Kubernetes API emulator on kmock, and a runner for a real kopf operator against it.
 
+The generic core: it serves whatever ``ResourceSpec``s it is given (by default the core resources
+every kopf operator needs); ``resources`` declares the advisor's.
+
 No kube-apiserver can run on these machines (DESIGN §9), so integration tests run the real
 kopf operator against this emulator. kmock (0.8) serves discovery, renders responses and
 streams, and listens on a local port; the object store is ours because kmock's
@@ -28,7 +31,6 @@ import copy
 import dataclasses
 import datetime
 import json
-import pathlib
 import re
 import secrets
 import string
@@ -42,13 +44,11 @@ import aiohttp.web
 import attrs
 import jsonpatch
 import jsonpointer
-import jsonschema
 import kmock
 import kopf
-import yaml
 from kopf._cogs.structs.credentials import Vault  # kopf.operator(vault=...) takes it, kopf does not export it
 
-import conftest
+from rayjob_advisor_testkit import schemas
 
 Validator = Callable[[dict[str, Any]], object]
 """Checks a complete object about to be stored; raises (any exception) to reject it with 422."""
@@ -298,44 +298,15 @@ def _prune(value: Any, schema: Mapping[str, Any], path: str = "") -> tuple[Any, 
     return value, dropped
 
 
-def schema_validator(schema: dict[str, Any]) -> Validator:
-    """A validator for a CRD's openAPIV3Schema (Draft 4 semantics, as in OpenAPI v3.0: boolean exclusiveMinimum)."""
-    checker = jsonschema.Draft4Validator(schema)
-
-    def validate(obj: dict[str, Any]) -> None:
-        defaulted = conftest.apply_defaults(obj, schema)
-        errors = sorted(checker.iter_errors(defaulted), key=str)
-        if errors:
-            raise ValueError("; ".join(f"{'.'.join(map(str, e.path))}: {e.message}" for e in errors))
-
-    return validate
-
-
-def crd_schema(path: pathlib.Path, version: str) -> dict[str, Any]:
-    crd = yaml.safe_load(path.read_text())
-    return next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
-
-
-def default_resources() -> list[ResourceSpec]:
-    """RayJobs (real KubeRay CRD), RuntimeProfiles (our CRD), and the core resources kopf needs."""
-    profile_schema = crd_schema(conftest.REPO / "crds" / "rayjob-advisor.io_runtimeprofiles.yaml", "v1alpha1")
-    return [
-        ResourceSpec(
-            "ray.io", "v1", "rayjobs", "RayJob", namespaced=True, status_subresource=True,
-            categories=("all",), schema=conftest.RAYJOB_SCHEMA.schema, validate=conftest.assert_valid_rayjob,
-        ),
-        ResourceSpec(
-            "rayjob-advisor.io", "v1alpha1", "runtimeprofiles", "RuntimeProfile", namespaced=True,
-            status_subresource=True, short_names=("rtp",), schema=profile_schema,
-            validate=schema_validator(profile_schema),
-        ),
-        ResourceSpec("", "v1", "events", "Event", namespaced=True, short_names=("ev",)),
-        # Without namespaces and CRDs in discovery, kopf's observers wait forever, silently.
-        ResourceSpec("", "v1", "namespaces", "Namespace", namespaced=False, short_names=("ns",),
-                     verbs=ALL_VERBS - {"delete"}),
-        ResourceSpec("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                     namespaced=False, short_names=("crd", "crds"), verbs=frozenset({"get", "list", "watch"})),
-    ]
+KUBE_RESOURCES = (
+    ResourceSpec("", "v1", "events", "Event", namespaced=True, short_names=("ev",)),
+    # Without namespaces and CRDs in discovery, kopf's observers wait forever, silently.
+    ResourceSpec("", "v1", "namespaces", "Namespace", namespaced=False, short_names=("ns",),
+                 verbs=ALL_VERBS - {"delete"}),
+    ResourceSpec("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+                 namespaced=False, short_names=("crd", "crds"), verbs=frozenset({"get", "list", "watch"})),
+)
+"""The core resources any kopf operator needs; the store needs namespaces (it creates default and kube-system)."""
 
 
 def _selector(text: str | None, fields: bool) -> Callable[[dict[str, Any]], bool]:
@@ -740,7 +711,7 @@ class _ApiServer(kmock.KubernetesScaffold):
         warnings = []
         if spec.schema is not None:
             obj, dropped = _prune(obj, spec.schema)
-            obj = conftest.apply_defaults(obj, spec.schema)
+            obj = schemas.apply_defaults(obj, spec.schema)
             for path in dropped:
                 warnings.append(f'unknown field "{path}"')
                 self.violations.append(Violation(spec.plural, meta.get("namespace"), meta["name"],
@@ -841,10 +812,10 @@ class Emulator:
     the same admission, resourceVersion and watch machinery as HTTP requests, and raise ``ApiError``.
     """
 
-    def __init__(self, resources: Iterable[ResourceSpec] | None = None, *,
+    def __init__(self, resources: Iterable[ResourceSpec] = KUBE_RESOURCES, *,
                  validators: Mapping[str, Validator | None] | None = None):
         """``validators`` replaces the validators of the named resources (by plural); None disables one."""
-        specs = list(resources if resources is not None else default_resources())
+        specs = list(resources)
         index = {spec.plural: i for i, spec in enumerate(specs)}
         for plural, validate in (validators or {}).items():
             if plural not in index:
@@ -944,20 +915,6 @@ class Emulator:
         """Merge ``status`` through the status subresource, as the owning controller would (MODIFIED event)."""
         return self.patch(resource, namespace, name, {"status": status}, subresource="status")
 
-    def set_rayjob_status(self, namespace: str, name: str, *, deployment_status: str, job_status: str | None = None,
-                          start_time: datetime.datetime | str | None = None,
-                          end_time: datetime.datetime | str | None = None) -> dict[str, Any]:
-        """Act as KubeRay: set jobDeploymentStatus/jobStatus and the Ray job's start/end (rayJobInfo and top-level)."""
-        status: dict[str, Any] = {"jobDeploymentStatus": deployment_status}
-        if job_status is not None:
-            status["jobStatus"] = job_status
-        for field, moment in (("startTime", start_time), ("endTime", end_time)):
-            if moment is not None:
-                stamp = moment if isinstance(moment, str) else rfc3339(moment)
-                status[field] = stamp
-                status.setdefault("rayJobInfo", {})[field] = stamp
-        return self.patch_status("rayjobs", namespace, name, status)
-
     def delete(self, resource: str, namespace: str | None, name: str) -> dict[str, Any]:
         return self._run(lambda: self._server.delete_object(self._server.spec_for(resource), namespace, name, None))
 
@@ -993,9 +950,9 @@ class Emulator:
         return result
 
 
-def operator_settings() -> kopf.OperatorSettings:
-    """kopf settings for tests: fast API retries; everything else as in production, for callers to adjust."""
-    settings = kopf.OperatorSettings()
+def operator_settings(settings: kopf.OperatorSettings | None = None) -> kopf.OperatorSettings:
+    """``settings`` (or new ones) tuned for tests: fast API retries; everything else as in production."""
+    settings = settings if settings is not None else kopf.OperatorSettings()
     settings.networking.error_backoffs = [0.1, 0.2, 0.5, 1.0]
     return settings
 

@@ -1,0 +1,1 @@
+"""Benchmarks, run as modules from the repository root: ``.venv/bin/python -m benchmarks.accuracy``."""

@@ -1,0 +1,106 @@
+"""The real rayjob-advisor operator, controller or webhook role, against the emulator: one context manager.
+
+This module is the kit's only caller of ``rayjob_advisor.run.operator_arguments``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pathlib
+import socket
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+import kopf
+
+from rayjob_advisor import profiles, run
+from rayjob_advisor.config import OperatorConfig
+from rayjob_advisor_testkit.admission import Webhook
+from rayjob_advisor_testkit.certificates import make_certificates
+from rayjob_advisor_testkit.emulator import Emulator, operator_settings, run_operator
+from rayjob_advisor_testkit.resources import AdvisorEmulator
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (for the operator's webhook, metrics and liveness servers)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _accepting(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class RunningAdvisor:
+    """A running operator: the emulator it works against, its config (ports) and memo, and its webhook's client."""
+
+    api: Emulator
+    config: OperatorConfig
+    memo: Any  # rayjob_advisor's Memo: the profile store, metrics, ...
+    _webhook: Webhook | None  # the controller role serves none
+
+    @property
+    def webhook(self) -> Webhook:
+        """An AdmissionReview client of the webhook role's HTTPS server, trusting its CA."""
+        if self._webhook is None:
+            raise RuntimeError("the controller role serves no webhook")
+        return self._webhook
+
+    def wait_for_model(self, workload: str, namespace: str = "default", timeout: float = 60) -> None:
+        """Until the profile a RayJob of ``workload`` in ``namespace`` would use is loaded and fitted."""
+
+        def fitted() -> bool:
+            with contextlib.suppress(profiles.UnknownWorkload):  # not loaded yet
+                return self.memo.store.find(namespace, workload).model is not None
+            return False
+
+        self.api.wait_until(fitted, timeout)
+
+
+@contextlib.contextmanager
+def running_advisor(
+    role: Literal["controller", "webhook"] = "controller",
+    *,
+    api: Emulator | None = None,
+    objects: Iterable[dict[str, Any]] = (),
+    registry: kopf.OperatorRegistry | None = None,
+    timeout: float = 30,
+    **config: Any,
+) -> Iterator[RunningAdvisor]:
+    """Run the operator in ``role`` until the block ends; ``config``: OperatorConfig fields.
+
+    Against ``api`` if given (enter again with the same one to emulate a restart: each run has a new
+    memo), else against a new ``AdvisorEmulator`` holding ``objects``. No liveness or metrics server
+    unless ``config`` asks for one; the webhook role gets a fresh CA and server certificate, a free
+    port and a client. ``registry`` replaces the advisor's handlers, e.g. by a no-op baseline with the
+    same settings. The block starts once kopf watches everything and the webhook port accepts.
+    """
+    with contextlib.ExitStack() as stack:
+        if api is None:
+            api = stack.enter_context(AdvisorEmulator())
+        for obj in objects:
+            api.create(obj)
+        values: dict[str, Any] = {"liveness_port": 0, "metrics_port": 0}
+        ca = None
+        if role == "webhook":
+            folder = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webhook-tls-")))
+            ca, cert, key = make_certificates(folder)
+            values.update(webhook_port=free_port(), tls_cert_file=str(cert), tls_key_file=str(key))
+        operator_config = OperatorConfig(**{**values, **config, "role": role, "kube_api": api.url})
+        arguments = run.operator_arguments(operator_config)
+        stack.enter_context(run_operator(
+            api, registry=arguments["registry"] if registry is None else registry,
+            settings=operator_settings(arguments["settings"]), namespaces=arguments["namespaces"],
+            memo=arguments["memo"], timeout=timeout,
+        ))  # fmt: skip
+        webhook = None
+        if ca is not None:
+            api.wait_until(lambda: _accepting(operator_config.webhook_port), timeout)
+            webhook = Webhook(operator_config.webhook_port, str(ca))
+        yield RunningAdvisor(api, operator_config, arguments["memo"], webhook)

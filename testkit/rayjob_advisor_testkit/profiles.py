@@ -1,0 +1,69 @@
+"""Synthetic runs of a known data-parallel runtime law, and a small RuntimeProfile of them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rayjob_advisor import profiles
+from rayjob_advisor.observations import Observation
+
+WORKLOAD = "synthetic"
+"""The workload of ``small_profile_runs`` and ``profile_manifest``."""
+
+
+def sync_sgd_time(size: int, workers: int, batch: int, nodes: int) -> float:
+    """A data-parallel runtime law for synthetic profiles: compute plus all-reduce per step."""
+    steps = math.ceil(size / batch)
+    compute = 0.02 + 0.004 * batch / workers
+    sync = 0.0 if workers == 1 else 0.01 + 0.002 * (workers - 1) + (0.03 if nodes > 1 else 0.0)
+    return 3.0 + steps * (compute + sync)
+
+
+def synthetic_observations(noise: float = 0.03, seed: int = 0, repeats: int = 1) -> list[Observation]:
+    """A profile over 1-16 workers packed 4 to a node, 4 dataset sizes, 2 batch sizes, with noise."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for workers in (1, 2, 3, 4, 6, 8, 12, 16):
+        for size in (2000, 4000, 8000, 16000):
+            for batch in (64, 128):
+                nodes = math.ceil(workers / 4)
+                for _ in range(repeats):
+                    seconds = sync_sgd_time(size, workers, batch, nodes) * float(np.exp(rng.normal(0, noise)))
+                    runs.append(
+                        Observation(
+                            workload="synthetic",
+                            dataset_size=size,
+                            epochs=1,
+                            batch_size=batch,
+                            workers=workers,
+                            cpus_per_worker=1,
+                            gpus_per_worker=0,
+                            nodes=nodes,
+                            execution_seconds=seconds,
+                            startup_seconds=2.0,
+                            source="synthetic",
+                        )
+                    )
+    return runs
+
+
+def small_profile_runs() -> list[Observation]:
+    """32 noiseless runs of ``sync_sgd_time`` on one node: enough for every split, quick to fit."""
+    return [
+        Observation(
+            workload=WORKLOAD, dataset_size=size, epochs=1, batch_size=batch, workers=workers, cpus_per_worker=2,
+            gpus_per_worker=0, nodes=1, execution_seconds=sync_sgd_time(size, workers, batch, 1), source="seed",
+        )  # fmt: skip
+        for workers in (1, 2, 4, 8)
+        for size in (2000, 4000, 8000, 16000)
+        for batch in (64, 128)
+    ]
+
+
+def profile_manifest(runs: list[Observation] | None = None, workload: str = WORKLOAD) -> dict[str, Any]:
+    """A RuntimeProfile in namespace default, of ``runs`` (default: ``small_profile_runs``)."""
+    manifest: dict[str, Any] = profiles.runtime_profile_manifest(workload, small_profile_runs() if runs is None else runs)
+    return {**manifest, "metadata": {**manifest["metadata"], "namespace": "default"}}

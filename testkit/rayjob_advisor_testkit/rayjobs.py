@@ -1,0 +1,81 @@
+"""RayJob builders and checks against the real KubeRay CRD (../shared/kuberay), and the KubeRay samples."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from rayjob_advisor_testkit import schemas
+from rayjob_advisor_testkit.paths import KUBERAY_CRDS, SAMPLES
+
+RAYJOB_SCHEMA = schemas.crd_schema(KUBERAY_CRDS / "ray.io_rayjobs.yaml", "v1")
+_rayjob_violations = schemas.schema_checker(RAYJOB_SCHEMA)
+
+
+def assert_valid_rayjob(rayjob: dict[str, Any]) -> None:
+    """Fail with every schema violation of a RayJob (after defaulting) against the real KubeRay CRD."""
+    errors = _rayjob_violations(rayjob)
+    assert not errors, "\n".join(errors)
+
+
+def sample_rayjobs() -> list[tuple[str, dict[str, Any]]]:
+    """Every RayJob document of the KubeRay samples, by file name."""
+    found = []
+    for path in sorted(SAMPLES.rglob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and document.get("kind") == "RayJob":
+                found.append((str(path.relative_to(SAMPLES)), document))
+    return found
+
+
+def make_rayjob(
+    *,
+    annotations: dict[str, str] | None = None,
+    groups: list[dict[str, Any]] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A minimal valid RayJob with the given worker groups; validated before it is returned."""
+    worker = {
+        "groupName": "workers",
+        "replicas": 2,
+        "minReplicas": 1,
+        "maxReplicas": 8,
+        "rayStartParams": {},
+        "template": {
+            "spec": {
+                "containers": [
+                    {"name": "ray-worker", "image": "rayproject/ray:2.52.0", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}
+                ]
+            }
+        },
+    }
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "job", "namespace": "default", "annotations": dict(annotations or {})},
+        "spec": {
+            "entrypoint": "python train.py",
+            "rayClusterSpec": {
+                "headGroupSpec": {
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.52.0"}]}},
+                },
+                "workerGroupSpecs": groups if groups is not None else [worker],
+            },
+            **spec,
+        },
+    }
+    assert_valid_rayjob(rayjob)
+    return rayjob
+
+
+def worker_group(name: str = "workers", resources: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """The default worker group of ``make_rayjob``, renamed, with other resources or fields."""
+    group = copy.deepcopy(make_rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"][0])
+    group["groupName"] = name
+    if resources is not None:
+        group["template"]["spec"]["containers"][0]["resources"] = resources
+    group.update(fields)
+    return group
