@@ -27,7 +27,6 @@ from rayjob_advisor.cli import evaluation_table
 from rayjob_advisor.models import evaluation
 
 
-
 def pooled_coverage(result: evaluation.Evaluation, model: str) -> float:
     """Share of all held-out points, over every split, under the model's 0.9 upper bound."""
     scores = [models[model] for models in result.splits.values()]
@@ -55,12 +54,16 @@ def main() -> None:
         summary.append((model, selected, result.splits["extrapolate-workers"], ratios, coverage, seconds))
 
     print("\n## Summary\n")
-    print("| workload | selected | extrapolate-workers MAPE (selected / Ernest) | ratio | ratio, every split | coverage@0.9 | evaluate |")
+    print(
+        "| workload | selected | extrapolate-workers MAPE (selected / Ernest) | ratio | ratio, every split "
+        "| coverage@0.9 | evaluate |"
+    )
     print("|---|---|---|---|---|---|---|")
     for model, selected, extrapolate, ratios, coverage, seconds in summary:
         every = " / ".join(f"{r:.2f}" for r in ratios.values())
         print(
-            f"| {model} | {selected} | {100 * extrapolate[selected].mape:.1f}% / {100 * extrapolate['ernest'].mape:.1f}% "
+            f"| {model} | {selected} "
+            f"| {100 * extrapolate[selected].mape:.1f}% / {100 * extrapolate['ernest'].mape:.1f}% "
             f"| {ratios['extrapolate-workers']:.2f} | {every} | {coverage:.3f} | {seconds:.1f}s |"
         )
     print(f"\nratio columns, every split: {' / '.join(summary[0][3])}")
@@ -76,7 +79,10 @@ def main() -> None:
         result = evaluation.evaluate(fixed)
         extrapolate = result.splits["extrapolate-workers"]
         ours, ernest = extrapolate[result.selected].mape, extrapolate["ernest"].mape
-        print(f"| {model} | {local} | {len(fixed)} | {result.selected} | {100 * ours:.1f}% / {100 * ernest:.1f}% | {ours / ernest:.2f} |")
+        print(
+            f"| {model} | {local} | {len(fixed)} | {result.selected} "
+            f"| {100 * ours:.1f}% / {100 * ernest:.1f}% | {ours / ernest:.2f} |"
+        )
 
     subset = pollux_observations(args.pollux_dir, "cifar10")[::2][:500]
     started = time.perf_counter()

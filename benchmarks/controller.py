@@ -55,7 +55,9 @@ def annotated_per_second(key: str, count: int, registry: kopf.OperatorRegistry |
         started = time.perf_counter()
         for job in jobs:
             api.create(job)
-        api.wait_until(lambda: all(key in (j["metadata"].get("annotations") or {}) for j in api.objects("rayjobs")), 600)
+        api.wait_until(
+            lambda: all(key in (j["metadata"].get("annotations") or {}) for j in api.objects("rayjobs")), 600
+        )
         return count / (time.perf_counter() - started)
 
 
@@ -85,8 +87,10 @@ def main() -> None:
         advise(job, store, policy=Policy(), may_resize=True, now=NOW)
         latencies.append(time.perf_counter() - started)
     p50, p99 = np.quantile(latencies, [0.5, 0.99]) * 1000
-    print(f"in-process advise(), {len(jobs)} RayJobs on the shipped profile ({profile.model.selected_}): "
-          f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    print(
+        f"in-process advise(), {len(jobs)} RayJobs on the shipped profile ({profile.model.selected_}): "
+        f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+    )
 
     baseline = annotated_per_second(MARK, args.jobs, no_op())
     ours = annotated_per_second(ann.PREDICTION, args.jobs)

@@ -37,13 +37,15 @@ from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 WORKLOAD = "digits-cnn"
-NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 
 
 def job_features(size: int, replicas: int, high: int, cpus: float):
     rayjob = make_rayjob(
         annotations={ann.DATASET_SIZE: str(size), ann.BATCH_SIZE: "256", ann.EPOCHS: "1"},
-        groups=[worker_group(replicas=replicas, maxReplicas=high, resources={"requests": {"cpu": f"{int(cpus * 1000)}m"}})],
+        groups=[
+            worker_group(replicas=replicas, maxReplicas=high, resources={"requests": {"cpu": f"{int(cpus * 1000)}m"}})
+        ],
     )
     return features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
 
@@ -63,7 +65,11 @@ def replay(deadlines_per_size: int, regime: str) -> None:
     results = collections.defaultdict(lambda: {"hits": 0, "jobs": 0, "cost": 0.0})
     for held_out in sorted({repeat_of(o) for o in runs}):
         model = RuntimeModel().fit([o for o in runs if repeat_of(o) != held_out])
-        truth = {(o.dataset_size, o.workers): o.startup_seconds + o.execution_seconds for o in runs if repeat_of(o) == held_out}
+        truth = {
+            (o.dataset_size, o.workers): o.startup_seconds + o.execution_seconds
+            for o in runs
+            if repeat_of(o) == held_out
+        }
         for size in sorted({s for s, _ in truth}):
             totals = {w: truth[(size, w)] for w in workers}
             for _ in range(deadlines_per_size):
@@ -99,7 +105,13 @@ def no_op_webhook() -> kopf.OperatorRegistry:
 
 def latencies(requests: int) -> None:
     body = make_rayjob(
-        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "64000", ann.BATCH_SIZE: "256", ann.DEADLINE: "2m", ann.MODE: "enforce"},
+        annotations={
+            ann.WORKLOAD: WORKLOAD,
+            ann.DATASET_SIZE: "64000",
+            ann.BATCH_SIZE: "256",
+            ann.DEADLINE: "2m",
+            ann.MODE: "enforce",
+        },
         groups=[worker_group(replicas=2, maxReplicas=4, resources={"requests": {"cpu": "500m"}})],
     )
     results = {}

@@ -25,7 +25,9 @@ def kubeconfig(url: str) -> dict:
         "kind": "Config",
         "clusters": [{"name": "emulator", "cluster": {"server": url}}],
         "users": [{"name": "emulator", "user": {}}],
-        "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": "default"}}],
+        "contexts": [
+            {"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": "default"}}
+        ],
         "current-context": "emulator",
     }
 

@@ -26,7 +26,11 @@ VALUE_SETS = {
 
 NAMESPACED = [
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    {
+        "apiGroups": ["rayjob-advisor.io"],
+        "resources": ["runtimeprofiles"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
     {"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
@@ -66,7 +70,10 @@ def test_every_object_is_valid_and_labelled(rendered):
         else:
             kubernetes_validate.validate(obj, KUBERNETES, strict=True)
         labels = obj["metadata"]["labels"]
-        assert {labels[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")} == {"rayjob-advisor", "advisor"}
+        assert {labels[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")} == {
+            "rayjob-advisor",
+            "advisor",
+        }
         assert labels["app.kubernetes.io/managed-by"] == "Helm" and labels["app.kubernetes.io/version"]
 
 
@@ -97,13 +104,22 @@ def test_controller_and_webhook_shapes(rendered):
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
     assert hook["namespaceSelector"] == {"matchLabels": {"rayjob-advisor.io/webhook": "enabled"}}
     assert hook["rules"] == [
-        {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayjobs"], "operations": ["CREATE"], "scope": "Namespaced"}
+        {
+            "apiGroups": ["ray.io"],
+            "apiVersions": ["v1"],
+            "resources": ["rayjobs"],
+            "operations": ["CREATE"],
+            "scope": "Namespaced",
+        }
     ]
     assert hook["clientConfig"]["service"]["path"] == "/advise"
     if name == "cert-manager":
-        assert configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "ops/advisor-rayjob-advisor-webhook"
+        assert (
+            configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+            == "ops/advisor-rayjob-advisor-webhook"
+        )
         assert {o["kind"] for o in objects} >= {"Issuer", "Certificate", "ServiceMonitor"}
-        assert not [s for s in by_kind(objects, "Secret")]
+        assert not list(by_kind(objects, "Secret"))
     else:
         (secret,) = by_kind(objects, "Secret")
         assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
@@ -133,7 +149,9 @@ def test_rbac_is_exactly_what_the_code_needs():
     (role,) = by_kind(one_namespace, "Role")
     assert role["metadata"]["namespace"] == "ml-team" and role["rules"] == NAMESPACED
     (binding,) = by_kind(one_namespace, "RoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,9 @@ def test_fit_reports_the_selected_model(capsys, profile_csv):
 
 def write_rayjob(tmp_path, rayjob) -> str:
     path = tmp_path / "rayjob.yaml"
-    path.write_text(yaml.safe_dump_all([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "code"}}, rayjob]))
+    path.write_text(
+        yaml.safe_dump_all([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "code"}}, rayjob])
+    )
     return str(path)
 
 
@@ -76,7 +78,9 @@ def test_predict_gives_the_prediction_what_if_table_and_annotations(capsys, prof
         annotations={ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.WORKLOAD: "synthetic"},
         groups=[worker_group(replicas=4, minReplicas=1, maxReplicas=8)],
     )
-    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv, "--format", "json")
+    status, out, _ = run(
+        capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv, "--format", "json"
+    )
     assert status == 0
     document = json.loads(out)
     prediction = document["prediction"]
@@ -106,13 +110,19 @@ def no_fit(monkeypatch):
     [
         ({}, [], "annotation rayjob-advisor.io/dataset-size is missing"),
         ({ann.DATASET_SIZE: "many"}, [], "rayjob-advisor.io/dataset-size='many': Input should be a valid integer"),
-        ({ann.DATASET_SIZE: "10", ann.WORKLOAD: "bert"}, [], "no profile for workload 'bert'; known workloads: synthetic"),
+        (
+            {ann.DATASET_SIZE: "10", ann.WORKLOAD: "bert"},
+            [],
+            "no profile for workload 'bert'; known workloads: synthetic",
+        ),
         ({ann.DATASET_SIZE: "10"}, ["--confidence", "-1"], "--confidence -1: Input should be greater than 0"),
         ({ann.DATASET_SIZE: "10"}, ["--confidence", "1"], "--confidence 1: Input should be less than 1"),
         ({ann.DATASET_SIZE: "10", ann.SCALE_GROUP: "gpu"}, [], "rayjob-advisor.io/scale-group"),
     ],
 )
-def test_predict_errors_are_one_clear_line_before_any_fit(capsys, profile_csv, tmp_path, no_fit, annotations, options, message):
+def test_predict_errors_are_one_clear_line_before_any_fit(
+    capsys, profile_csv, tmp_path, no_fit, annotations, options, message
+):
     path = write_rayjob(tmp_path, make_rayjob(annotations=annotations))
     status, out, err = run(capsys, "predict", "-f", path, "--data", profile_csv, *options)
     assert status == 2 and out == ""
@@ -147,7 +157,9 @@ def test_predict_with_a_deadline_gives_the_recommendation(capsys, profile_csv, t
         annotations={ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.WORKLOAD: "synthetic", ann.DEADLINE: "1m"},
         groups=[worker_group(replicas=1, minReplicas=1, maxReplicas=8)],
     )
-    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv, "--format", "json")
+    status, out, _ = run(
+        capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv, "--format", "json"
+    )
     assert status == 0
     document = json.loads(out)
     recommendation = document["recommendation"]

@@ -31,7 +31,10 @@ def test_every_panel_queries_only_exported_metrics():
             assert names, f"{panel['title']}: no rayjob-advisor metric in {target['expr']!r}"
             assert names <= exported, f"{panel['title']}: {sorted(names - exported)} are not exported"
             queried |= names
-    assert {"rayjob_advisor_predicted_runtime_seconds", "rayjob_advisor_actual_runtime_seconds",
-            "rayjob_advisor_underestimates_total", "rayjob_advisor_deadline_outcomes_total",
-            "rayjob_advisor_model_cv_error_ratio", "rayjob_advisor_admission_duration_seconds_bucket"} <= queried  # fmt: skip
+    expected = {
+        "rayjob_advisor_predicted_runtime_seconds", "rayjob_advisor_actual_runtime_seconds",
+        "rayjob_advisor_underestimates_total", "rayjob_advisor_deadline_outcomes_total",
+        "rayjob_advisor_model_cv_error_ratio", "rayjob_advisor_admission_duration_seconds_bucket",
+    }  # fmt: skip
+    assert expected <= queried
     assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource"]

@@ -35,8 +35,9 @@ def settings() -> kopf.OperatorSettings:
     return settings
 
 
-def call(api: AdvisorEmulator, method: str, path: str, body: Any = None,
-         content_type: str = "application/json") -> tuple[int, Any]:
+def call(
+    api: AdvisorEmulator, method: str, path: str, body: Any = None, content_type: str = "application/json"
+) -> tuple[int, Any]:
     """One raw HTTP request, as any client would send it: (status, decoded JSON body)."""
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(api.url + path, data=data, method=method, headers={"Content-Type": content_type})
@@ -105,8 +106,13 @@ def test_stale_resource_version_is_a_409_conflict(api: AdvisorEmulator) -> None:
     stale = api.create(make_rayjob())["metadata"]["resourceVersion"]
     api.patch("rayjobs", "default", "job", {"metadata": {"labels": {"a": "b"}}})
 
-    status, body = call(api, "PATCH", f"{RAYJOBS}/job", {"metadata": {"resourceVersion": stale, "labels": {"a": "c"}}},
-                        "application/merge-patch+json")
+    status, body = call(
+        api,
+        "PATCH",
+        f"{RAYJOBS}/job",
+        {"metadata": {"resourceVersion": stale, "labels": {"a": "c"}}},
+        "application/merge-patch+json",
+    )
     assert (status, body["kind"], body["reason"]) == (409, "Status", "Conflict")
 
     current = api.get("rayjobs", "default", "job")
@@ -128,14 +134,23 @@ def test_writes_raise_one_global_resource_version_and_no_ops_do_not(api: Advisor
 
 def test_status_subresource_separates_status_from_the_rest(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
-    main = api.patch("rayjobs", "default", "job", {"spec": {"entrypoint": "python other.py"},
-                                                   "status": {"jobStatus": "SUCCEEDED"}})
+    main = api.patch(
+        "rayjobs", "default", "job", {"spec": {"entrypoint": "python other.py"}, "status": {"jobStatus": "SUCCEEDED"}}
+    )
     assert "status" not in main
     assert main["metadata"]["generation"] == 2
 
-    status = api.patch("rayjobs", "default", "job", {"spec": {"entrypoint": "python third.py"},
-                                                     "metadata": {"labels": {"x": "y"}},
-                                                     "status": {"jobStatus": "RUNNING"}}, subresource="status")
+    status = api.patch(
+        "rayjobs",
+        "default",
+        "job",
+        {
+            "spec": {"entrypoint": "python third.py"},
+            "metadata": {"labels": {"x": "y"}},
+            "status": {"jobStatus": "RUNNING"},
+        },
+        subresource="status",
+    )
     assert status["status"]["jobStatus"] == "RUNNING"
     assert status["spec"]["entrypoint"] == "python other.py"
     assert "labels" not in status["metadata"]
@@ -145,8 +160,14 @@ def test_status_subresource_separates_status_from_the_rest(api: AdvisorEmulator)
 def test_kuberay_status_updates_are_watch_events(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
     since = api.revision
-    api.set_rayjob_status("default", "job", deployment_status="Complete", job_status="SUCCEEDED",
-                          start_time="2026-01-01T00:00:00Z", end_time="2026-01-01T00:10:00Z")
+    api.set_rayjob_status(
+        "default",
+        "job",
+        deployment_status="Complete",
+        job_status="SUCCEEDED",
+        start_time="2026-01-01T00:00:00Z",
+        end_time="2026-01-01T00:10:00Z",
+    )
     status = api.get("rayjobs", "default", "job")["status"]
     assert status["rayJobInfo"] == {"startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:10:00Z"}
     assert watch(api, f"{RAYJOBS}?watch=true&resourceVersion={since}") == [("MODIFIED", "job")]
@@ -160,7 +181,10 @@ def test_watch_after_a_resource_version_does_not_replay_older_objects(api: Advis
     api.delete("rayjobs", "default", "new")
 
     assert watch(api, f"{RAYJOBS}?watch=true&resourceVersion={since}") == [
-        ("ADDED", "new"), ("MODIFIED", "old"), ("DELETED", "new")]
+        ("ADDED", "new"),
+        ("MODIFIED", "old"),
+        ("DELETED", "new"),
+    ]
     # Without a resourceVersion, the apiserver starts with the current state, then follows changes.
     assert watch(api, f"{RAYJOBS}?watch=true") == [("ADDED", "old")]
 
@@ -188,11 +212,11 @@ def test_unknown_fields_are_pruned_like_the_apiserver_does_and_recorded(api: Adv
 
 def test_metadata_rules_hold(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
-    status, _ = call(api, "PATCH", f"{RAYJOBS}/job", {"metadata": {"annotations": {"n": 1}}},
-                     "application/merge-patch+json")
+    status, _ = call(
+        api, "PATCH", f"{RAYJOBS}/job", {"metadata": {"annotations": {"n": 1}}}, "application/merge-patch+json"
+    )
     assert status == 400
-    status, _ = call(api, "PATCH", f"{RAYJOBS}/job", {"metadata": {"name": "renamed"}},
-                     "application/merge-patch+json")
+    status, _ = call(api, "PATCH", f"{RAYJOBS}/job", {"metadata": {"name": "renamed"}}, "application/merge-patch+json")
     assert status == 422
     status, _ = call(api, "PATCH", f"{RAYJOBS}/job", {}, "application/strategic-merge-patch+json")
     assert status == 415
@@ -200,8 +224,10 @@ def test_metadata_rules_hold(api: AdvisorEmulator) -> None:
 
 def test_json_patch_with_a_failing_test_is_422(api: AdvisorEmulator) -> None:
     api.create(make_rayjob())
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
-           {"op": "add", "path": "/metadata/finalizers", "value": ["x"]}]
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["x"]},
+    ]
     assert call(api, "PATCH", f"{RAYJOBS}/job", ops, "application/json-patch+json")[0] == 422
 
 
@@ -223,7 +249,9 @@ def test_faults_answer_the_next_matching_requests_then_stop(api: AdvisorEmulator
     assert [r.status for r in api.requests("patch", "rayjobs", name="job")] == [409, 409, 200]
 
 
-def test_operator_handler_patch_lands_with_a_newer_resource_version(api: AdvisorEmulator, settings: kopf.OperatorSettings) -> None:
+def test_operator_handler_patch_lands_with_a_newer_resource_version(
+    api: AdvisorEmulator, settings: kopf.OperatorSettings
+) -> None:
     seen: list[str] = []
     created = api.create(make_rayjob())
     with run_operator(api, registry=annotation_registry(seen), settings=settings):

@@ -32,7 +32,7 @@ def test_pollux_conversion_follows_the_documented_rules():
     with (POLLUX / "bert" / "placements.csv").open() as stream:
         rows = list(csv.DictReader(stream))
     assert len(observations) == len(rows) == 540
-    for row, run in zip(rows, observations):
+    for row, run in zip(rows, observations, strict=True):
         workers = sum(int(d) for d in row["placement"])
         assert (run.workers, run.nodes, run.gpus_per_worker) == (workers, len(row["placement"]), 1)
         assert run.batch_size == int(row["local_bsz"]) * workers

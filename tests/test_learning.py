@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from rayjob_advisor import contract as ann
 from rayjob_advisor import completions, profiles
+from rayjob_advisor import contract as ann
 from rayjob_advisor.features import features_from_rayjob
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -49,7 +49,9 @@ def test_retries_are_separate_attempts():
     assert completions.completion(rayjob, features_of(rayjob)).observation.source == "rayjob:u-1:2"
 
 
-@pytest.mark.parametrize(("deployment", "job_status"), [("Failed", "FAILED"), ("Complete", "STOPPED"), ("Failed", None)])
+@pytest.mark.parametrize(
+    ("deployment", "job_status"), [("Failed", "FAILED"), ("Complete", "STOPPED"), ("Failed", None)]
+)
 def test_failed_or_stopped_jobs_are_not_learned_from(deployment, job_status):
     rayjob = finished_rayjob(deployment, job_status)
     result = completions.completion(rayjob, features_of(rayjob))
@@ -60,7 +62,7 @@ def test_failed_or_stopped_jobs_are_not_learned_from(deployment, job_status):
 def test_a_missing_end_time_is_a_clear_error():
     rayjob = finished_rayjob()
     del rayjob["status"]["rayJobInfo"]["endTime"]
-    with pytest.raises(ValueError, match="status.rayJobInfo.endTime is missing"):
+    with pytest.raises(ValueError, match=r"status\.rayJobInfo\.endTime is missing"):
         completions.completion(rayjob, features_of(rayjob))
 
 
@@ -77,7 +79,9 @@ def test_store_prefers_fitted_profiles_then_the_jobs_namespace_then_shipped():
     assert store.find("team-c", "digits-cnn") is local  # other namespaces: alphabetical, deterministic
     local.model = None
     assert store.find("team-a", "digits-cnn") is elsewhere  # an unfitted profile does not hide a fitted one
-    with pytest.raises(profiles.UnknownWorkload, match="no RuntimeProfile for workload 'bert'.*known workloads: digits-cnn"):
+    with pytest.raises(
+        profiles.UnknownWorkload, match=r"no RuntimeProfile for workload 'bert'.*known workloads: digits-cnn"
+    ):
         store.find("team-a", "bert")
 
 

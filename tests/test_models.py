@@ -60,7 +60,13 @@ def test_structured_models_extrapolate_to_more_workers_and_ernest_cannot(noisele
 
 def test_evaluation_covers_every_split_and_candidate(evaluated):
     document = evaluated.to_json()
-    assert set(document["splits"]) == {"interpolate-workers", "extrapolate-workers", "interpolate-size", "extrapolate-size", "kfold"}
+    assert set(document["splits"]) == {
+        "interpolate-workers",
+        "extrapolate-workers",
+        "interpolate-size",
+        "extrapolate-size",
+        "kfold",
+    }
     for split in document["splits"].values():
         assert set(split) == set(CANDIDATES)
         for scores in split.values():
@@ -105,8 +111,15 @@ def test_conformal_margin_is_the_finite_sample_quantile():
 
 def features(workers: int, cpus: float = 1.0, size: int = 8000) -> Features:
     return Features(
-        workload=None, dataset_size=size, epochs=1, batch_size=128, workers=workers,
-        cpus_per_worker=cpus, gpus_per_worker=0, memory_bytes_per_worker=None, scale_group=None,
+        workload=None,
+        dataset_size=size,
+        epochs=1,
+        batch_size=128,
+        workers=workers,
+        cpus_per_worker=cpus,
+        gpus_per_worker=0,
+        memory_bytes_per_worker=None,
+        scale_group=None,
     )
 
 

@@ -12,7 +12,7 @@ from rayjob_advisor import planner
 from rayjob_advisor.features import features_from_rayjob
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
-NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 
 
 class AmdahlModel:

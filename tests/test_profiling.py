@@ -7,8 +7,8 @@ import sys
 import time
 
 import jsonschema
-import ray.cloudpickle
 import pytest
+import ray.cloudpickle
 import yaml
 
 from rayjob_advisor import profiles
@@ -104,7 +104,24 @@ def test_emitted_runtime_profile_is_valid_and_round_trips(synthetic, tmp_path, c
 def test_sweep_options_are_checked(capsys):
     assert main(["profile", "--workload", "digits-cnn"]) == 2
     assert "a sweep needs --workers, --dataset-sizes, --batch-size, --out" in capsys.readouterr().err
-    assert main(["profile", "--workload", "x", "--workers", "1", "--dataset-sizes", "8", "--batch-size", "8", "--out", "o.csv"]) == 2
+    assert (
+        main(
+            [
+                "profile",
+                "--workload",
+                "x",
+                "--workers",
+                "1",
+                "--dataset-sizes",
+                "8",
+                "--batch-size",
+                "8",
+                "--out",
+                "o.csv",
+            ]
+        )
+        == 2
+    )
     assert "unknown workload 'x'" in capsys.readouterr().err
 
 

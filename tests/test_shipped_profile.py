@@ -31,4 +31,7 @@ def test_predict_on_the_example_needs_no_other_input(capsys):
 
 def test_unknown_workloads_have_no_shipped_profile(capsys):
     assert main(["fit", "--workload", "resnet"]) == 2
-    assert "no shipped profile for workload 'resnet' (shipped: digits-cnn); give --data FILE.csv" in capsys.readouterr().err
+    assert (
+        "no shipped profile for workload 'resnet' (shipped: digits-cnn); give --data FILE.csv"
+        in capsys.readouterr().err
+    )

@@ -45,9 +45,9 @@ def test_split_folds_partition_the_runs():
     workers = np.array([1, 2, 4, 8] * 5, dtype=float)
     sizes = np.repeat([100.0, 200.0, 400.0, 800.0, 1600.0], 4)
     defined, _ = splits.split_folds(workers, sizes)
-    (train, test), = defined["extrapolate-workers"]
+    ((train, test),) = defined["extrapolate-workers"]
     assert set(workers[test]) == {8.0} and 8.0 not in set(workers[train])
-    (train, test), = defined["extrapolate-size"]
+    ((train, test),) = defined["extrapolate-size"]
     assert set(sizes[test]) == {1600.0, 800.0}
     folds = defined["kfold"]
     assert len(folds) == 5

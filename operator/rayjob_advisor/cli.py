@@ -51,7 +51,9 @@ def _parser() -> argparse.ArgumentParser:
 
     def data_options(command: argparse.ArgumentParser) -> None:
         command.add_argument(
-            "--data", type=pathlib.Path, help="observations CSV to fit on (default: the shipped profile of the workload)"
+            "--data",
+            type=pathlib.Path,
+            help="observations CSV to fit on (default: the shipped profile of the workload)",
         )
         command.add_argument("--workload", help="use only this workload's runs when the CSV holds several")
         command.add_argument(
@@ -81,7 +83,9 @@ def _parser() -> argparse.ArgumentParser:
         "(an interrupted sweep resumes; failed runs go to OUT.failures.csv). "
         "--emit-profile: print a RuntimeProfile manifest of --data instead.",
     )
-    profile.add_argument("--workload", help="built-in workload (digits-cnn, tabular-mlp), or the name of --train-func's")
+    profile.add_argument(
+        "--workload", help="built-in workload (digits-cnn, tabular-mlp), or the name of --train-func's"
+    )
     profile.add_argument("--train-func", help="your own training function, module:function")
     profile.add_argument("--workers", type=_integers, help="worker counts, e.g. 1,2,4")
     profile.add_argument("--dataset-sizes", type=_integers, help="samples, e.g. 8000,16000")
@@ -101,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the operator (settings also from RAYJOB_ADVISOR_* variables)")
     run.add_argument("--role", choices=("controller", "webhook"), help="default: controller")
-    run.add_argument("--namespace", action="append", dest="namespaces", help="watch this namespace (repeatable; default all)")
+    run.add_argument(
+        "--namespace", action="append", dest="namespaces", help="watch this namespace (repeatable; default all)"
+    )
     run.add_argument("--log-format", choices=("text", "json"))
     run.add_argument("--liveness-port", type=int, help="port of /healthz (0: none; default 8080)")
     run.add_argument("--default-workload", help="profile for RayJobs that name no workload")
@@ -197,8 +203,11 @@ def _profile(args: argparse.Namespace) -> None:
         workload = profiles.profile_name(observations, args.workload, args.data)
         print(yaml.safe_dump(profiles.runtime_profile_manifest(workload, observations), sort_keys=False), end="")
         return
-    missing = [f"--{name.replace('_', '-')}" for name in ("workload", "workers", "dataset_sizes", "batch_size", "out")
-               if getattr(args, name) is None]
+    missing = [
+        f"--{name.replace('_', '-')}"
+        for name in ("workload", "workers", "dataset_sizes", "batch_size", "out")
+        if getattr(args, name) is None
+    ]
     if missing:
         raise CliError(f"a sweep needs {', '.join(missing)}")
     try:
@@ -275,7 +284,7 @@ def _predict(args: argparse.Namespace) -> None:
     observations = _load(args, data, workload)
     model = RuntimeModel().fit(observations)
     profile = profiles.profile_name(observations, workload, data)
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     prices = planner.Prices()
     result, recommendation = prediction.forecast(rayjob, inputs, job, model, profile, prices, now)
     rows = prediction.what_if(job, model, inputs.confidence, model.startup_seconds_, prices)

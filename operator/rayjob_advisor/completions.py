@@ -78,9 +78,7 @@ def completion(rayjob: Mapping[str, Any], features: Features | None) -> Completi
         startup_seconds=max((started - created).total_seconds(), 0.0),
         source=attempt_source(str(metadata.get("uid")), status),
     )
-    return Completion(
-        succeeded=True, outcome=outcome, observation=observation, predicted_seconds=_predicted(metadata)
-    )
+    return Completion(succeeded=True, outcome=outcome, observation=observation, predicted_seconds=_predicted(metadata))
 
 
 def _predicted(metadata: Mapping[str, Any]) -> float | None:

@@ -72,10 +72,22 @@ REASONS = {
 }
 ALL_VERBS = frozenset({"create", "delete", "get", "list", "patch", "update", "watch"})
 # fieldValidation is accepted but always acts as "Warn": unknown fields are pruned with a warning.
-SUPPORTED_PARAMS = frozenset({
-    "allowWatchBookmarks", "fieldManager", "fieldSelector", "fieldValidation", "labelSelector", "limit",
-    "pretty", "resourceVersion", "resourceVersionMatch", "sendInitialEvents", "timeoutSeconds", "watch",
-})
+SUPPORTED_PARAMS = frozenset(
+    {
+        "allowWatchBookmarks",
+        "fieldManager",
+        "fieldSelector",
+        "fieldValidation",
+        "labelSelector",
+        "limit",
+        "pretty",
+        "resourceVersion",
+        "resourceVersionMatch",
+        "sendInitialEvents",
+        "timeoutSeconds",
+        "watch",
+    }
+)
 INITIAL_NAMESPACES = ("default", "kube-system")
 MAX_ANNOTATIONS_BYTES = 256 * 1024
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -145,9 +157,15 @@ class ResourceSpec:
 
     def kopf_resource(self) -> kopf.Resource:
         return kopf.Resource(
-            self.group, self.version, self.plural,
-            kind=self.kind, singular=self.kind.lower(), shortcuts=frozenset(self.short_names),
-            categories=frozenset(self.categories), namespaced=self.namespaced, verbs=self.verbs,
+            self.group,
+            self.version,
+            self.plural,
+            kind=self.kind,
+            singular=self.kind.lower(),
+            shortcuts=frozenset(self.short_names),
+            categories=frozenset(self.categories),
+            namespaced=self.namespaced,
+            verbs=self.verbs,
             subresources=frozenset({"status"} if self.status_subresource else ()),
         )
 
@@ -231,8 +249,14 @@ class _Target:
         return cls(group, version, plural, namespace, tail[0] if tail else None, tail[1] if len(tail) > 1 else None)
 
 
-def _matches(record: RecordedRequest, method: str | None, resource: str | None, name: str | None,
-             namespace: str | None, subresource: str | None) -> bool:
+def _matches(
+    record: RecordedRequest,
+    method: str | None,
+    resource: str | None,
+    name: str | None,
+    namespace: str | None,
+    subresource: str | None,
+) -> bool:
     """Request patterns for faults and queries: None matches anything, subresource "" the main resource."""
     return (
         (method is None or method.upper() in (record.method, (record.verb or "").upper()))
@@ -301,10 +325,18 @@ def _prune(value: Any, schema: Mapping[str, Any], path: str = "") -> tuple[Any, 
 KUBE_RESOURCES = (
     ResourceSpec("", "v1", "events", "Event", namespaced=True, short_names=("ev",)),
     # Without namespaces and CRDs in discovery, kopf's observers wait forever, silently.
-    ResourceSpec("", "v1", "namespaces", "Namespace", namespaced=False, short_names=("ns",),
-                 verbs=ALL_VERBS - {"delete"}),
-    ResourceSpec("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                 namespaced=False, short_names=("crd", "crds"), verbs=frozenset({"get", "list", "watch"})),
+    ResourceSpec(
+        "", "v1", "namespaces", "Namespace", namespaced=False, short_names=("ns",), verbs=ALL_VERBS - {"delete"}
+    ),
+    ResourceSpec(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        short_names=("crd", "crds"),
+        verbs=frozenset({"get", "list", "watch"}),
+    ),
 )
 """The core resources any kopf operator needs; the store needs namespaces (it creates default and kube-system)."""
 
@@ -357,16 +389,22 @@ def _check_metadata(spec: ResourceSpec, obj: dict[str, Any]) -> None:
             raise ApiError(400, f"metadata.{field}: values must be strings, got {entries!r}")
         for key, val in entries.items():
             prefix, _, local = key.rpartition("/")
-            if (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix))) or len(local) > 63 \
-                    or not QUALIFIED_NAME.fullmatch(local):
+            if (
+                (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)))
+                or len(local) > 63
+                or not QUALIFIED_NAME.fullmatch(local)
+            ):
                 problems.append(f"metadata.{field}: Invalid value: {key!r}: not a qualified name")
             if field == "labels" and (len(val) > 63 or not LABEL_VALUE.fullmatch(val)):
                 problems.append(f"metadata.labels: Invalid value: {val!r}: not a valid label value")
     if sum(len(k) + len(v) for k, v in (meta.get("annotations") or {}).items()) > MAX_ANNOTATIONS_BYTES:
         problems.append("metadata.annotations: Too long: must have at most 262144 bytes")
     if problems:
-        raise ApiError(422, f'{spec.kind} "{name}" is invalid: ' + "; ".join(problems),
-                       details={"name": name, "group": spec.group, "kind": spec.kind})
+        raise ApiError(
+            422,
+            f'{spec.kind} "{name}" is invalid: ' + "; ".join(problems),
+            details={"name": name, "group": spec.group, "kind": spec.kind},
+        )
 
 
 def _without_system_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -378,7 +416,8 @@ def _without_system_fields(obj: dict[str, Any]) -> dict[str, Any]:
 class _ApiServer(kmock.KubernetesScaffold):
     """The kmock handler: kmock serves discovery and renders; the resources are served from our store.
 
-    Runs entirely in the emulator's event loop; only ``records`` and ``faults`` are shared with other threads (under a lock).
+    Runs entirely in the emulator's event loop; only ``records`` and ``faults`` are shared with other
+    threads (under a lock).
     """
 
     specs: tuple[ResourceSpec, ...]
@@ -398,8 +437,12 @@ class _ApiServer(kmock.KubernetesScaffold):
         super().__attrs_post_init__()
         for spec in self.specs:
             self.resources[kmock.resource(spec.group, spec.version, spec.plural)] = kmock.ResourceInfo(
-                namespaced=spec.namespaced, kind=spec.kind, singular=spec.kind.lower(), verbs=spec.verbs,
-                shortnames=spec.short_names, categories=spec.categories,
+                namespaced=spec.namespaced,
+                kind=spec.kind,
+                singular=spec.kind.lower(),
+                verbs=spec.verbs,
+                shortnames=spec.short_names,
+                categories=spec.categories,
                 subresources={"status"} if spec.status_subresource else set(),
             )
         for name in INITIAL_NAMESPACES:
@@ -436,9 +479,17 @@ class _ApiServer(kmock.KubernetesScaffold):
             return response
 
         request = kmock.Request(
-            method=raw_request.method, url=raw_request.url, params=query, headers=dict(raw_request.headers),
-            body=body, data=data, resource=kmock.resource(target.group, target.version, target.plural),
-            namespace=target.namespace, name=target.name, subresource=target.subresource, raw_request=raw_request,
+            method=raw_request.method,
+            url=raw_request.url,
+            params=query,
+            headers=dict(raw_request.headers),
+            body=body,
+            data=data,
+            resource=kmock.resource(target.group, target.version, target.plural),
+            namespace=target.namespace,
+            name=target.name,
+            subresource=target.subresource,
+            raw_request=raw_request,
         )
         self._requests.append(request)  # keeps kmock's own request views complete
         try:
@@ -448,7 +499,7 @@ class _ApiServer(kmock.KubernetesScaffold):
             response = self._dispatch(target, record, raw_request)
         except ApiError as error:
             response = _respond(error.code, error.status())
-        except Exception as error:  # a bug in the emulator: answer like the apiserver, fail the test on exit
+        except Exception as error:  # noqa: BLE001 - an emulator bug: answer as the apiserver would, fail the test on exit
             self.crashes.append(error)
             response = _respond(500, ApiError(500, repr(error)).status())
         record.status = response.status
@@ -465,8 +516,9 @@ class _ApiServer(kmock.KubernetesScaffold):
     def _raise_fault(self, record: RecordedRequest) -> None:
         with self._lock:
             for fault in self.faults:
-                if fault.remaining > 0 and _matches(record, fault.method, fault.resource, fault.name,
-                                                    fault.namespace, fault.subresource):
+                if fault.remaining > 0 and _matches(
+                    record, fault.method, fault.resource, fault.name, fault.namespace, fault.subresource
+                ):
                     fault.remaining -= 1
                     raise ApiError(fault.status, fault.message, details={"name": record.name, "kind": record.resource})
 
@@ -485,16 +537,22 @@ class _ApiServer(kmock.KubernetesScaffold):
             raise ApiError(405, f"{record.method} {record.path} is not supported")
         if unsupported := set(query) - SUPPORTED_PARAMS:
             raise ApiError(400, f"query parameters not supported by the emulator: {sorted(unsupported)}")
-        if target.subresource not in (None, "status") or (target.subresource and not spec.status_subresource) \
-                or (target.subresource and verb not in ("get", "patch", "update")):
+        if (
+            target.subresource not in (None, "status")
+            or (target.subresource and not spec.status_subresource)
+            or (target.subresource and verb not in ("get", "patch", "update"))
+        ):
             raise ApiError(404, "the server could not find the requested resource")
         namespace, name = target.namespace, target.name or ""  # _verb() gives object verbs for named URLs only
         match verb:
             case "list":
                 return _respond(200, self.list_objects(spec, namespace, query))
             case "watch":
-                return _respond(200, self._watch(spec, namespace, target.name, query, raw_request),
-                                headers={"Content-Type": "application/json"})
+                return _respond(
+                    200,
+                    self._watch(spec, namespace, target.name, query, raw_request),
+                    headers={"Content-Type": "application/json"},
+                )
             case "get":
                 return _respond(200, self.read_object(spec, namespace, name))
             case "create":
@@ -514,8 +572,9 @@ class _ApiServer(kmock.KubernetesScaffold):
 
     # ---- the store --------------------------------------------------------------------------------
 
-    def spec_for(self, resource: str | None = None, *, api_version: str | None = None,
-                 kind: str | None = None) -> ResourceSpec:
+    def spec_for(
+        self, resource: str | None = None, *, api_version: str | None = None, kind: str | None = None
+    ) -> ResourceSpec:
         for spec in self.specs:
             if spec.plural == resource or (resource is None and (spec.api_version, spec.kind) == (api_version, kind)):
                 return spec
@@ -523,8 +582,11 @@ class _ApiServer(kmock.KubernetesScaffold):
 
     def list_objects(self, spec: ResourceSpec, namespace: str | None, query: Mapping[str, str]) -> dict[str, Any]:
         select = self._query_selector(query)
-        items = [copy.deepcopy(obj) for obj in self._stored(spec) if namespace in (None, obj["metadata"].get("namespace"))
-                 and select(obj)]
+        items = [
+            copy.deepcopy(obj)
+            for obj in self._stored(spec)
+            if namespace in (None, obj["metadata"].get("namespace")) and select(obj)
+        ]
         if not spec.group:  # core lists carry apiVersion/kind only on the list, not on items
             for item in items:
                 item.pop("apiVersion", None)
@@ -539,8 +601,9 @@ class _ApiServer(kmock.KubernetesScaffold):
     def read_object(self, spec: ResourceSpec, namespace: str | None, name: str) -> dict[str, Any]:
         return copy.deepcopy(self._existing(spec, namespace, name))
 
-    def create_object(self, body: Any, *, spec: ResourceSpec | None = None,
-                      namespace: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    def create_object(
+        self, body: Any, *, spec: ResourceSpec | None = None, namespace: str | None = None
+    ) -> tuple[dict[str, Any], list[str]]:
         if not isinstance(body, dict):
             raise ApiError(400, "the body of a create must be an object")
         obj = copy.deepcopy(body)
@@ -552,12 +615,15 @@ class _ApiServer(kmock.KubernetesScaffold):
         if spec.namespaced:
             namespace = namespace or meta.get("namespace")
             if meta.get("namespace", namespace) != namespace:
-                raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+                raise ApiError(
+                    400, "the namespace of the provided object does not match the namespace sent on the request"
+                )
             if not namespace:
                 raise ApiError(422, f"{spec.kind}: metadata.namespace: Required value")
             if ("namespaces", None, namespace) not in self._objects:
-                raise ApiError(404, f'namespaces "{namespace}" not found',
-                               details={"name": namespace, "kind": "namespaces"})
+                raise ApiError(
+                    404, f'namespaces "{namespace}" not found', details={"name": namespace, "kind": "namespaces"}
+                )
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
@@ -566,12 +632,17 @@ class _ApiServer(kmock.KubernetesScaffold):
         if not meta.get("name"):
             if not meta.get("generateName"):
                 raise ApiError(422, f"{spec.kind}: metadata.name: Required value: name or generateName is required")
-            meta["name"] = meta["generateName"] + "".join(secrets.choice(string.ascii_lowercase + string.digits)
-                                                          for _ in range(5))
+            meta["name"] = meta["generateName"] + "".join(
+                secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5)
+            )
         key = (spec.plural, meta.get("namespace"), meta["name"])
         if key in self._objects:
-            raise ApiError(409, f'{spec.qualified} "{meta["name"]}" already exists', reason="AlreadyExists",
-                           details={"name": meta["name"], "group": spec.group, "kind": spec.plural})
+            raise ApiError(
+                409,
+                f'{spec.qualified} "{meta["name"]}" already exists',
+                reason="AlreadyExists",
+                details={"name": meta["name"], "group": spec.group, "kind": spec.plural},
+            )
         for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
@@ -587,8 +658,15 @@ class _ApiServer(kmock.KubernetesScaffold):
         obj, warnings = self._admit(spec, obj)
         return self._commit(spec, key, obj, "ADDED"), warnings
 
-    def patch_object(self, spec: ResourceSpec, namespace: str | None, name: str, body: Any, content_type: str,
-                     subresource: str | None) -> tuple[dict[str, Any], list[str]]:
+    def patch_object(
+        self,
+        spec: ResourceSpec,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        content_type: str,
+        subresource: str | None,
+    ) -> tuple[dict[str, Any], list[str]]:
         current = self._existing(spec, namespace, name)
         if content_type == "application/merge-patch+json":
             if not isinstance(body, dict):
@@ -605,16 +683,20 @@ class _ApiServer(kmock.KubernetesScaffold):
             raise ApiError(415, f"the emulator supports merge and JSON patches only, not {content_type!r}")
         return self._update(spec, current, patched, subresource)
 
-    def replace_object(self, spec: ResourceSpec, namespace: str | None, name: str, body: Any,
-                       subresource: str | None) -> tuple[dict[str, Any], list[str]]:
+    def replace_object(
+        self, spec: ResourceSpec, namespace: str | None, name: str, body: Any, subresource: str | None
+    ) -> tuple[dict[str, Any], list[str]]:
         current = self._existing(spec, namespace, name)
         if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
             raise ApiError(400, "the body of an update must be an object with metadata")
         body = copy.deepcopy(body)
         self._check_type(spec, body)
         if spec.group and not body["metadata"].get("resourceVersion"):
-            raise ApiError(422, f'{spec.kind} "{name}" is invalid: metadata.resourceVersion: '
-                                "Invalid value: 0x0: must be specified for an update")
+            raise ApiError(
+                422,
+                f'{spec.kind} "{name}" is invalid: metadata.resourceVersion: '
+                "Invalid value: 0x0: must be specified for an update",
+            )
         return self._update(spec, current, body, subresource)
 
     def delete_object(self, spec: ResourceSpec, namespace: str | None, name: str, options: Any) -> dict[str, Any]:
@@ -622,8 +704,11 @@ class _ApiServer(kmock.KubernetesScaffold):
         preconditions = (options.get("preconditions") if isinstance(options, dict) else None) or {}
         for field in ("uid", "resourceVersion"):
             if field in preconditions and preconditions[field] != current["metadata"].get(field):
-                raise ApiError(409, f"Precondition failed: {field} in precondition: {preconditions[field]}, "
-                                    f"{field} in object meta: {current['metadata'].get(field)}")
+                raise ApiError(
+                    409,
+                    f"Precondition failed: {field} in precondition: {preconditions[field]}, "
+                    f"{field} in object meta: {current['metadata'].get(field)}",
+                )
         key = (spec.plural, namespace, name)
         if not current["metadata"].get("finalizers"):
             return self._commit(spec, key, copy.deepcopy(current), "DELETED")
@@ -648,34 +733,49 @@ class _ApiServer(kmock.KubernetesScaffold):
         try:
             return self._objects[(spec.plural, namespace if spec.namespaced else None, name)]
         except KeyError:
-            raise ApiError(404, f'{spec.qualified} "{name}" not found',
-                           details={"name": name, "group": spec.group, "kind": spec.plural}) from None
+            raise ApiError(
+                404,
+                f'{spec.qualified} "{name}" not found',
+                details={"name": name, "group": spec.group, "kind": spec.plural},
+            ) from None
 
     def _check_type(self, spec: ResourceSpec, obj: dict[str, Any]) -> None:
         """Custom resources must say what they are; core objects get it defaulted from the URL."""
         if spec.group and not (obj.get("apiVersion") and obj.get("kind")):
             raise ApiError(400, "Object 'Kind' or 'apiVersion' is missing")
-        if (obj.setdefault("apiVersion", spec.api_version), obj.setdefault("kind", spec.kind)) != \
-                (spec.api_version, spec.kind):
-            raise ApiError(400, f"the object {obj['apiVersion']}/{obj['kind']} does not match "
-                                f"the endpoint {spec.api_version}/{spec.kind}")
+        if (obj.setdefault("apiVersion", spec.api_version), obj.setdefault("kind", spec.kind)) != (
+            spec.api_version,
+            spec.kind,
+        ):
+            raise ApiError(
+                400,
+                f"the object {obj['apiVersion']}/{obj['kind']} does not match "
+                f"the endpoint {spec.api_version}/{spec.kind}",
+            )
 
-    def _update(self, spec: ResourceSpec, current: dict[str, Any], new: dict[str, Any],
-                subresource: str | None) -> tuple[dict[str, Any], list[str]]:
+    def _update(
+        self, spec: ResourceSpec, current: dict[str, Any], new: dict[str, Any], subresource: str | None
+    ) -> tuple[dict[str, Any], list[str]]:
         """Common to patch and update (``new`` is a fresh copy): concurrency, immutable and system fields, status."""
         old_meta = current["metadata"]
         meta = new.get("metadata")
         if not isinstance(meta, dict):
             raise ApiError(422, f'{spec.kind} "{old_meta["name"]}" is invalid: metadata: Required value')
         if str(meta.get("resourceVersion", old_meta["resourceVersion"])) != old_meta["resourceVersion"]:
-            raise ApiError(409, f'Operation cannot be fulfilled on {spec.qualified} "{old_meta["name"]}": '
-                                "the object has been modified; please apply your changes to the latest version "
-                                "and try again",
-                           details={"name": old_meta["name"], "group": spec.group, "kind": spec.plural})
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on {spec.qualified} "{old_meta["name"]}": '
+                "the object has been modified; please apply your changes to the latest version "
+                "and try again",
+                details={"name": old_meta["name"], "group": spec.group, "kind": spec.plural},
+            )
         for field in ("name", "namespace", "uid", "creationTimestamp"):
             if field in meta and meta[field] != old_meta.get(field):
-                raise ApiError(422, f'{spec.kind} "{old_meta["name"]}" is invalid: '
-                                    f"metadata.{field}: Invalid value: {meta[field]!r}: field is immutable")
+                raise ApiError(
+                    422,
+                    f'{spec.kind} "{old_meta["name"]}" is invalid: '
+                    f"metadata.{field}: Invalid value: {meta[field]!r}: field is immutable",
+                )
         if subresource == "status":
             result = copy.deepcopy(current)
             if "status" in new:
@@ -689,8 +789,16 @@ class _ApiServer(kmock.KubernetesScaffold):
                     result["status"] = copy.deepcopy(current["status"])
                 else:
                     result.pop("status", None)
-        system_fields = ("name", "namespace", "uid", "creationTimestamp", "resourceVersion", "generation",
-                         "deletionTimestamp", "deletionGracePeriodSeconds")
+        system_fields = (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "resourceVersion",
+            "generation",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        )
         for field in system_fields:
             result["metadata"].pop(field, None)
             if field in old_meta:
@@ -714,20 +822,32 @@ class _ApiServer(kmock.KubernetesScaffold):
             obj = schemas.apply_defaults(obj, spec.schema)
             for path in dropped:
                 warnings.append(f'unknown field "{path}"')
-                self.violations.append(Violation(spec.plural, meta.get("namespace"), meta["name"],
-                                                 f"unknown field {path!r} pruned", rejected=False))
+                self.violations.append(
+                    Violation(
+                        spec.plural,
+                        meta.get("namespace"),
+                        meta["name"],
+                        f"unknown field {path!r} pruned",
+                        rejected=False,
+                    )
+                )
         if spec.validate is not None:
             try:
                 spec.validate(obj)
             except Exception as error:
-                self.violations.append(Violation(spec.plural, meta.get("namespace"), meta["name"], str(error),
-                                                 rejected=True))
-                raise ApiError(422, f'{spec.kind}.{spec.group} "{meta["name"]}" is invalid: {error}',
-                               details={"name": meta["name"], "group": spec.group, "kind": spec.kind}) from error
+                self.violations.append(
+                    Violation(spec.plural, meta.get("namespace"), meta["name"], str(error), rejected=True)
+                )
+                raise ApiError(
+                    422,
+                    f'{spec.kind}.{spec.group} "{meta["name"]}" is invalid: {error}',
+                    details={"name": meta["name"], "group": spec.group, "kind": spec.kind},
+                ) from error
         return obj, warnings
 
-    def _commit(self, spec: ResourceSpec, key: tuple[str, str | None, str], obj: dict[str, Any],
-                event_type: str) -> dict[str, Any]:
+    def _commit(
+        self, spec: ResourceSpec, key: tuple[str, str | None, str], obj: dict[str, Any], event_type: str
+    ) -> dict[str, Any]:
         """Every write takes the next global resourceVersion and becomes a watch event, as with etcd."""
         self.revision += 1
         obj["metadata"]["resourceVersion"] = str(self.revision)
@@ -749,8 +869,14 @@ class _ApiServer(kmock.KubernetesScaffold):
         fields = _selector(query.get("fieldSelector"), fields=True)
         return lambda obj: labels(obj) and fields(obj)
 
-    def _watch(self, spec: ResourceSpec, namespace: str | None, name: str | None, query: Mapping[str, str],
-               raw_request: aiohttp.web.BaseRequest) -> AsyncIterator[Any]:
+    def _watch(
+        self,
+        spec: ResourceSpec,
+        namespace: str | None,
+        name: str | None,
+        query: Mapping[str, str],
+        raw_request: aiohttp.web.BaseRequest,
+    ) -> AsyncIterator[Any]:
         """Validate the watch parameters now (to answer 4xx), then stream from the requested revision."""
         select = self._query_selector(query)
         since = query.get("resourceVersion") or "0"
@@ -775,9 +901,14 @@ class _ApiServer(kmock.KubernetesScaffold):
                     if wanted(obj):
                         yield {"type": "ADDED", "object": obj}
                 if initial:
-                    bookmark = {"apiVersion": spec.api_version, "kind": spec.kind, "metadata": {
-                        "resourceVersion": str(self.revision),
-                        "annotations": {"k8s.io/initial-events-end": "true"}}}
+                    bookmark = {
+                        "apiVersion": spec.api_version,
+                        "kind": spec.kind,
+                        "metadata": {
+                            "resourceVersion": str(self.revision),
+                            "annotations": {"k8s.io/initial-events-end": "true"},
+                        },
+                    }
                     yield {"type": "BOOKMARK", "object": bookmark}
             else:
                 position = bisect.bisect_right(self._history, int(since), key=lambda event: event.revision)
@@ -812,8 +943,12 @@ class Emulator:
     the same admission, resourceVersion and watch machinery as HTTP requests, and raise ``ApiError``.
     """
 
-    def __init__(self, resources: Iterable[ResourceSpec] = KUBE_RESOURCES, *,
-                 validators: Mapping[str, Validator | None] | None = None):
+    def __init__(
+        self,
+        resources: Iterable[ResourceSpec] = KUBE_RESOURCES,
+        *,
+        validators: Mapping[str, Validator | None] | None = None,
+    ):
         """``validators`` replaces the validators of the named resources (by plural); None disables one."""
         specs = list(resources)
         index = {spec.plural: i for i, spec in enumerate(specs)}
@@ -842,8 +977,9 @@ class Emulator:
         self._thread.join(timeout=10)
         self._loop.close()
         if self._server.crashes and exc_type is None:
-            raise RuntimeError(f"the emulator failed on {len(self._server.crashes)} request(s)") \
-                from self._server.crashes[0]
+            raise RuntimeError(
+                f"the emulator failed on {len(self._server.crashes)} request(s)"
+            ) from self._server.crashes[0]
 
     async def _open(self) -> None:
         self._api = _ApiServer(specs=self.resources, on_activity=self._notify)
@@ -893,8 +1029,9 @@ class Emulator:
         return self._run(lambda: self._server.create_object(obj))[0]
 
     def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return self.create({"apiVersion": "v1", "kind": "Namespace",
-                            "metadata": {"name": name, "labels": dict(labels or {})}})
+        return self.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+        )
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any]:
         """The stored object (a copy); ApiError 404 if absent."""
@@ -904,12 +1041,22 @@ class Emulator:
         """All stored objects of a resource (copies), by namespace and name."""
         return self._run(lambda: self._server.list_objects(self._server.spec_for(resource), namespace, {}))["items"]
 
-    def patch(self, resource: str, namespace: str | None, name: str, patch: dict[str, Any] | list[dict[str, Any]],
-              *, subresource: str | None = None) -> dict[str, Any]:
+    def patch(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any] | list[dict[str, Any]],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
         """A merge patch (dict) or JSON patch (list), as a client would send it."""
         content_type = "application/merge-patch+json" if isinstance(patch, dict) else "application/json-patch+json"
-        return self._run(lambda: self._server.patch_object(self._server.spec_for(resource), namespace, name, patch,
-                                                           content_type, subresource))[0]
+        return self._run(
+            lambda: self._server.patch_object(
+                self._server.spec_for(resource), namespace, name, patch, content_type, subresource
+            )
+        )[0]
 
     def patch_status(self, resource: str, namespace: str | None, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge ``status`` through the status subresource, as the owning controller would (MODIFIED event)."""
@@ -920,14 +1067,32 @@ class Emulator:
 
     # ---- requests, faults, violations -----------------------------------------------------------------
 
-    def requests(self, method: str | None = None, resource: str | None = None, *, name: str | None = None,
-                 namespace: str | None = None, subresource: str | None = None) -> list[RecordedRequest]:
+    def requests(
+        self,
+        method: str | None = None,
+        resource: str | None = None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> list[RecordedRequest]:
         """Recorded requests, oldest first; ``method`` is an HTTP method or a verb ("watch"); subresource "" = main."""
-        return [r for r in self._server.snapshot_records() if _matches(r, method, resource, name, namespace, subresource)]
+        return [
+            r for r in self._server.snapshot_records() if _matches(r, method, resource, name, namespace, subresource)
+        ]
 
-    def inject_fault(self, method: str, resource: str, *, name: str | None = None, namespace: str | None = None,
-                     subresource: str | None = None, status: int = 500, times: int = 1,
-                     message: str = "injected by the test") -> Fault:
+    def inject_fault(
+        self,
+        method: str,
+        resource: str,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        status: int = 500,
+        times: int = 1,
+        message: str = "injected by the test",
+    ) -> Fault:
         """Answer the next ``times`` matching requests with ``status`` (a Status body); then serve normally."""
         fault = Fault(method, resource, name, namespace, subresource, status, message, times)
         self._server.add_fault(fault)
@@ -959,16 +1124,26 @@ def operator_settings(settings: kopf.OperatorSettings | None = None) -> kopf.Ope
 
 def _watched_resources(registry: kopf.OperatorRegistry, specs: Collection[ResourceSpec]) -> set[str]:
     """The plurals kopf will watch for this registry, selected as kopf's own observer selects them."""
-    selectors = (registry._indexing.get_all_selectors() | registry._watching.get_all_selectors()
-                 | registry._spawning.get_all_selectors() | registry._changing.get_all_selectors())
+    selectors = (
+        registry._indexing.get_all_selectors()
+        | registry._watching.get_all_selectors()
+        | registry._spawning.get_all_selectors()
+        | registry._changing.get_all_selectors()
+    )
     resources = [spec.kopf_resource() for spec in specs]
     return {resource.plural for selector in selectors for resource in selector.select(resources)}
 
 
 @contextlib.contextmanager
-def run_operator(emulator: Emulator, *, registry: kopf.OperatorRegistry | None = None,
-                 settings: kopf.OperatorSettings | None = None, namespaces: Collection[str] = (),
-                 memo: object | None = None, timeout: float = 10.0) -> Iterator[None]:
+def run_operator(
+    emulator: Emulator,
+    *,
+    registry: kopf.OperatorRegistry | None = None,
+    settings: kopf.OperatorSettings | None = None,
+    namespaces: Collection[str] = (),
+    memo: object | None = None,
+    timeout: float = 10.0,
+) -> Iterator[None]:
     """Run kopf against the emulator in a thread with its own loop, until the block ends.
 
     Enters once the operator watches every resource its registry handles (a WATCH request reached
@@ -987,15 +1162,20 @@ def run_operator(emulator: Emulator, *, registry: kopf.OperatorRegistry | None =
         stop = asyncio.Event()
         started.set_result((asyncio.get_running_loop(), stop))
         await kopf.operator(
-            registry=registry, settings=settings, clusterwide=not namespaces, namespaces=namespaces,
-            standalone=True, stop_flag=stop, memo=memo,
+            registry=registry,
+            settings=settings,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            standalone=True,
+            stop_flag=stop,
+            memo=memo,
             vault=Vault({"emulator": kopf.ConnectionInfo(server=emulator.url)}),
         )
 
     def main() -> None:
         try:
             asyncio.run(operate())
-        except BaseException as error:  # reported in the test's thread
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
             crashes.append(error)
             if not started.done():
                 started.set_exception(error)

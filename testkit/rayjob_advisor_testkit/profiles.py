@@ -54,9 +54,17 @@ def small_profile_runs() -> list[Observation]:
     """32 noiseless runs of ``sync_sgd_time`` on one node: enough for every split, quick to fit."""
     return [
         Observation(
-            workload=WORKLOAD, dataset_size=size, epochs=1, batch_size=batch, workers=workers, cpus_per_worker=2,
-            gpus_per_worker=0, nodes=1, execution_seconds=sync_sgd_time(size, workers, batch, 1), source="seed",
-        )  # fmt: skip
+            workload=WORKLOAD,
+            dataset_size=size,
+            epochs=1,
+            batch_size=batch,
+            workers=workers,
+            cpus_per_worker=2,
+            gpus_per_worker=0,
+            nodes=1,
+            execution_seconds=sync_sgd_time(size, workers, batch, 1),
+            source="seed",
+        )
         for workers in (1, 2, 4, 8)
         for size in (2000, 4000, 8000, 16000)
         for batch in (64, 128)
@@ -65,5 +73,7 @@ def small_profile_runs() -> list[Observation]:
 
 def profile_manifest(runs: list[Observation] | None = None, workload: str = WORKLOAD) -> dict[str, Any]:
     """A RuntimeProfile in namespace default, of ``runs`` (default: ``small_profile_runs``)."""
-    manifest: dict[str, Any] = profiles.runtime_profile_manifest(workload, small_profile_runs() if runs is None else runs)
+    manifest: dict[str, Any] = profiles.runtime_profile_manifest(
+        workload, small_profile_runs() if runs is None else runs
+    )
     return {**manifest, "metadata": {**manifest["metadata"], "namespace": "default"}}

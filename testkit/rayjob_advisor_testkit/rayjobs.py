@@ -46,7 +46,11 @@ def make_rayjob(
         "template": {
             "spec": {
                 "containers": [
-                    {"name": "ray-worker", "image": "rayproject/ray:2.52.0", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}
+                    {
+                        "name": "ray-worker",
+                        "image": "rayproject/ray:2.52.0",
+                        "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+                    }
                 ]
             }
         },

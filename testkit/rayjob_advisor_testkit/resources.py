@@ -1,4 +1,4 @@
-"""What the emulator serves for the advisor: RayJobs (the real KubeRay CRD), RuntimeProfiles (our CRD), core resources."""
+"""What the emulator serves for the advisor: RayJobs (real KubeRay CRD), RuntimeProfiles (our CRD), core resources."""
 
 from __future__ import annotations
 
@@ -34,9 +34,16 @@ class AdvisorEmulator(emulator.Emulator):
     def __init__(self) -> None:
         super().__init__(advisor_resources())
 
-    def set_rayjob_status(self, namespace: str, name: str, *, deployment_status: str, job_status: str | None = None,
-                          start_time: datetime.datetime | str | None = None,
-                          end_time: datetime.datetime | str | None = None) -> dict[str, Any]:
+    def set_rayjob_status(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        deployment_status: str,
+        job_status: str | None = None,
+        start_time: datetime.datetime | str | None = None,
+        end_time: datetime.datetime | str | None = None,
+    ) -> dict[str, Any]:
         """Act as KubeRay: set jobDeploymentStatus/jobStatus and the Ray job's start/end (rayJobInfo and top-level)."""
         status: dict[str, Any] = {"jobDeploymentStatus": deployment_status}
         if job_status is not None:

@@ -54,7 +54,9 @@ def design_row(run: Runlike, nodes: int | None) -> list[float]:
 
 def design_matrix(runs: Sequence[Runlike], nodes: Sequence[int | None]) -> np.ndarray:
     """Rows of ``design_row``; ``nodes`` given separately as features do not carry it."""
-    return np.array([design_row(run, n) for run, n in zip(runs, nodes, strict=True)], dtype=float).reshape(-1, len(COLUMNS))
+    return np.array([design_row(run, n) for run, n in zip(runs, nodes, strict=True)], dtype=float).reshape(
+        -1, len(COLUMNS)
+    )
 
 
 def packed_nodes(workers: int, workers_per_node: int) -> int:

@@ -169,7 +169,9 @@ class AugmentedRidge(RegressorMixin, BaseEstimator):
 
     @staticmethod
     def _base(X: np.ndarray) -> np.ndarray:
-        positive = np.column_stack([X[:, WORK], X[:, EPOCHS], X[:, WORKERS], X[:, BATCH], X[:, CPUS], 1.0 + X[:, GPUS], X[:, NODES]])
+        positive = np.column_stack(
+            [X[:, WORK], X[:, EPOCHS], X[:, WORKERS], X[:, BATCH], X[:, CPUS], 1.0 + X[:, GPUS], X[:, NODES]]
+        )
         return np.column_stack([positive, 1.0 / positive])
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> AugmentedRidge:

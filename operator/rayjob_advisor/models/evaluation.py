@@ -97,7 +97,7 @@ def score(actual: np.ndarray, predicted: np.ndarray, upper: np.ndarray | None) -
         p90_ape=float(np.quantile(ape, 0.9)),
         underprediction_rate=float(np.mean(predicted < actual)),
         coverage=None if upper is None else float(np.mean(actual <= upper)),
-        n_test=int(len(actual)),
+        n_test=len(actual),
     )
 
 

@@ -11,7 +11,6 @@ from rayjob_advisor.models.design import Runlike
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.observations import Observation
 
-
 _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
 
 

@@ -17,6 +17,7 @@ extrapolation split (there would be nothing to learn a trend from).
 from __future__ import annotations
 
 import math
+
 import numpy as np
 from sklearn.model_selection import KFold
 
