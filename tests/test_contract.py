@@ -85,3 +85,28 @@ def test_several_bad_annotations_are_all_reported():
 @pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (45.2, "46s"), (1052, "17m32s"), (7500, "2h05m")])
 def test_duration_format(seconds, text):
     assert ann.format_duration(seconds) == text
+
+
+def test_where_the_training_worker_count_is_set():
+    inputs = ann.parse_inputs({ann.WORKERS_ENV: " TRAIN_WORKERS "})
+    assert (inputs.workers_env, inputs.workers_arg, inputs.workers_from) == ("TRAIN_WORKERS", None, None)
+    assert ann.parse_inputs({ann.WORKERS_ARG: "-n"}).workers_arg == "-n"
+    assert ann.parse_inputs({ann.WORKERS_FROM: "cluster"}).workers_from == "cluster"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({ann.WORKERS_ENV: "NUM WORKERS"}, "rayjob-advisor.io/workers-env='NUM WORKERS': String should match pattern"),
+        ({ann.WORKERS_ARG: "num-workers"}, "rayjob-advisor.io/workers-arg='num-workers': String should match pattern"),
+        ({ann.WORKERS_ARG: "--workers=4"}, "rayjob-advisor.io/workers-arg='--workers=4': String should match pattern"),
+        ({ann.WORKERS_FROM: "env"}, "rayjob-advisor.io/workers-from='env': Input should be 'cluster'"),
+        (
+            {ann.WORKERS_ENV: "NUM_WORKERS", ann.WORKERS_FROM: "cluster"},
+            "set at most one of rayjob-advisor.io/workers-env, rayjob-advisor.io/workers-from",
+        ),
+    ],
+)
+def test_bad_worker_count_declarations_name_the_key(annotations, message):
+    with pytest.raises(ann.AnnotationError, match=message):
+        ann.parse_inputs(annotations)

@@ -157,6 +157,9 @@ VALID = {
     ann.BATCH_SIZE: st.sampled_from(["32", "64", "128"]),
     ann.CONFIDENCE: st.sampled_from(["0.5", "0.9", "0.99"]),
     ann.SCALE_GROUP: st.sampled_from(["g0", "g1", "nope"]),
+    ann.WORKERS_ENV: st.just("NUM_WORKERS"),
+    ann.WORKERS_ARG: st.just("--num-workers"),
+    ann.WORKERS_FROM: st.just("cluster"),
 }
 
 
