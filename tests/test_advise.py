@@ -7,10 +7,11 @@ import json
 
 import jsonpatch
 import pytest
+import yaml
 
 from conftest import assert_valid_rayjob, make_rayjob, sample_rayjobs, synthetic_observations, worker_group
 from rayjob_advisor import contract as ann
-from rayjob_advisor import profiles
+from rayjob_advisor import features, profiles
 from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
 from rayjob_advisor.config import OperatorConfig, load_config
 
@@ -122,7 +123,10 @@ def test_config_from_environment_and_flags():
         load_config({"log_format": "xml"}, {})
 
 
-def deadline_job(mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, **notes: str) -> dict:
+def deadline_job(
+    mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, count: int | None = None, **notes: str
+) -> dict:
+    """A job with a deadline whose script reads ``NUM_WORKERS`` (``count``, by default one per pod)."""
     return make_rayjob(
         annotations={
             ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64",
@@ -130,6 +134,7 @@ def deadline_job(mode: str, deadline: str = "30s", replicas: int = 1, suspend: b
         },
         groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)],
         suspend=suspend,
+        runtimeEnvYAML=f"env_vars:\n  NUM_WORKERS: '{count or replicas}'\n",
     )  # fmt: skip
 
 
@@ -150,10 +155,14 @@ def test_enforce_mode_resizes_the_scaled_group_within_widened_bounds(store):
     assert plan["replicas"] > 1 and advice.resized  # 16000 samples on one worker take longer than 20 s
     (group,) = after["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert group["replicas"] == plan["replicas"] and group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    assert yaml.safe_load(after["spec"]["runtimeEnvYAML"]) == {"env_vars": {"NUM_WORKERS": str(plan["replicas"])}}
     assert json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS]) == {
         "groupName": "workers", "replicas": 1, "minReplicas": 1, "maxReplicas": 4,
+        "training": {"method": "env:NUM_WORKERS", "place": "runtimeEnvYAML", "workers": 1},
     }  # fmt: skip
-    assert advice.warnings[0].startswith(f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']}: ")
+    assert advice.warnings[0].startswith(
+        f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']} and NUM_WORKERS 1 -> {plan['replicas']} in runtimeEnvYAML: "
+    )
 
 
 def test_enforce_without_leave_to_resize_only_recommends(store):
@@ -176,3 +185,79 @@ def test_enforce_never_resizes_groups_the_autoscaler_owns(store):
     advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
     plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
     assert not advice.resized and plan["replicas"] == plan["currentReplicas"] == 1
+
+
+def test_spare_pods_stay_spare_when_enforce_resizes(store):
+    rayjob = deadline_job("enforce", deadline="20s", replicas=2, count=1)  # one pod kept spare, as Ray's docs allow
+    after = applied(rayjob, advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW))
+    replicas = after["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"]
+    assert replicas > 2 and yaml.safe_load(after["spec"]["runtimeEnvYAML"])["env_vars"]["NUM_WORKERS"] == str(replicas - 1)
+    assert json.loads(after["metadata"]["annotations"][ann.PREDICTION])["features"]["workers"] == 1
+
+
+def test_enforce_does_not_resize_a_job_whose_worker_count_is_unknown_and_says_why(store):
+    rayjob = deadline_job("enforce", deadline="20s")
+    del rayjob["spec"]["runtimeEnvYAML"]
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    assert not advice.resized and after["spec"] == rayjob["spec"] and ann.ORIGINAL_REPLICAS not in after["metadata"]["annotations"]
+    assert plan["replicas"] > 1 and "; not resized: the RayJob does not say how many Ray Train workers" in plan["reason"]
+    (message,) = advice.messages
+    assert (message.reason, message.warning, message.event) == ("NotResized", True, True)
+    assert ann.WORKERS_ENV in message.text and ann.WORKERS_FROM in message.text
+    prediction = json.loads(after["metadata"]["annotations"][ann.PREDICTION])
+    assert prediction["features"]["workers_from"] == "unknown"
+
+
+def test_a_job_that_reads_the_cluster_is_resized_alone(store):
+    rayjob = deadline_job("enforce", deadline="20s", **{ann.WORKERS_FROM: "cluster"})
+    del rayjob["spec"]["runtimeEnvYAML"]
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    assert advice.resized and "training" not in json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])
+
+
+# Every KubeRay sample, enforced towards a tight and a loose deadline: the pods and Ray Train move together, or neither.
+RESIZABLE = [(name, rayjob) for name, rayjob in sample_rayjobs() if name != "ray-job.use-existing-raycluster.yaml"]
+
+
+@pytest.mark.parametrize("deadline", ["20s", "6h"])
+@pytest.mark.parametrize(("name", "rayjob"), RESIZABLE, ids=[n for n, _ in RESIZABLE])
+def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name, rayjob, deadline):
+    rayjob = json.loads(json.dumps(rayjob))
+    rayjob["metadata"].setdefault("annotations", {}).update(
+        {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.MODE: "enforce", ann.DEADLINE: deadline}
+    )
+    for group in rayjob["spec"]["rayClusterSpec"].get("workerGroupSpecs", []):
+        group.update(minReplicas=1, maxReplicas=8)  # room both ways (the resnet sample pins 4..4)
+    before = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    training = before.training
+    if training.count is None:
+        assert not advice.resized and after["spec"] == rayjob["spec"]
+        if plan["replicas"] != plan["currentReplicas"]:
+            assert "not resized" in plan["reason"] and ann.WORKERS_ENV in advice.warnings[0]
+        return
+    assert advice.resized == (plan["replicas"] != plan["currentReplicas"])
+    assert advice.resized or deadline == "20s"  # the cheapest fits 6 h: fewer pods than any sample has
+    if not advice.resized:
+        assert after["spec"] == rayjob["spec"]
+        return
+    group = after["spec"]["rayClusterSpec"]["workerGroupSpecs"][before.scale_group.index]
+    assert group["replicas"] == plan["replicas"]
+    assert training_count_in(after, training) == str(group["replicas"] * group.get("numOfHosts", 1))  # one per pod
+    assert json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])["training"]["workers"] == training.count
+
+
+def training_count_in(rayjob: dict, training: features.TrainingCount) -> str:
+    """The worker count where ``training`` found it, read here without the advisor's code."""
+    spec = rayjob["spec"]
+    if training.place == "runtimeEnvYAML":
+        return yaml.safe_load(spec["runtimeEnvYAML"])["env_vars"][training.name]
+    pod = spec["rayClusterSpec"]["headGroupSpec"] if training.place == "head env" else spec["submitterPodTemplate"]
+    (value,) = [e["value"] for e in pod["template"]["spec"]["containers"][0]["env"] if e["name"] == training.name]
+    return value
+

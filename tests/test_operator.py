@@ -273,6 +273,7 @@ def held_rayjob(name: str, **notes: str) -> dict:
         },
         groups=[worker_group(replicas=1, minReplicas=1, maxReplicas=4)],
         suspend=True,
+        runtimeEnvYAML="env_vars: {NUM_WORKERS: '1'}",
     )  # fmt: skip
     body["metadata"]["name"] = name
     return body

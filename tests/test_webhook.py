@@ -11,6 +11,7 @@ import uuid
 
 import jsonpatch
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -88,7 +89,8 @@ def job(mode: str = "recommend", deadline: str | None = "40s", replicas: int = 1
     if deadline:
         values[ann.DEADLINE] = deadline
     values.update(notes)
-    return make_rayjob(annotations=values, groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)])
+    groups = [worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)]
+    return make_rayjob(annotations=values, groups=groups, runtimeEnvYAML=f"env_vars: {{NUM_WORKERS: '{replicas}'}}")
 
 
 def replicas_of(rayjob: dict) -> tuple[int, int, int]:
@@ -110,6 +112,7 @@ def test_enforce_mode_rewrites_the_replicas_and_records_the_original(webhook):
     notes = stored["metadata"]["annotations"]
     plan = json.loads(notes[ann.RECOMMENDATION])
     assert plan["replicas"] > 1 and replicas_of(stored)[0] == plan["replicas"]
+    assert yaml.safe_load(stored["spec"]["runtimeEnvYAML"])["env_vars"]["NUM_WORKERS"] == str(plan["replicas"])
     assert json.loads(notes[ann.ORIGINAL_REPLICAS])["replicas"] == 1
     assert response["warnings"][0].startswith(f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']}")
 
