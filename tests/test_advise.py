@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import socket
+import sys
+import time
 
 import jsonpatch
 import pytest
@@ -261,3 +265,56 @@ def training_count_in(rayjob: dict, training: features.TrainingCount) -> str:
     (value,) = [e["value"] for e in pod["template"]["spec"]["containers"][0]["env"] if e["name"] == training.name]
     return value
 
+
+# A Ray Train script that sizes itself from NUM_WORKERS, as KubeRay's pytorch-mnist sample does, and reports the size.
+TRAIN_COUNT = """
+import os, tempfile
+import ray.train
+from ray.train import RunConfig, ScalingConfig
+from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+def world_size():
+    return ray.train.get_context().get_world_size()
+
+scaling = ScalingConfig(num_workers=int(os.environ["NUM_WORKERS"]), resources_per_worker={"CPU": 0.1})
+trainer = DataParallelTrainer(world_size, scaling_config=scaling, run_config=RunConfig(storage_path=tempfile.mkdtemp()))
+print(f"workers={trainer.fit().return_value}")
+"""
+
+
+@pytest.mark.ray
+def test_the_patched_manifest_runs_ray_train_with_the_advised_number_of_workers(store, tmp_path, monkeypatch):
+    import ray  # only this test needs Ray
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from rayjob_advisor.profiling import harness
+
+    (tmp_path / "train_count.py").write_text(TRAIN_COUNT)
+    rayjob = deadline_job("enforce", deadline="20s")
+    rayjob["spec"].update(
+        entrypoint="python train_count.py",
+        runtimeEnvYAML=yaml.safe_dump({"working_dir": str(tmp_path), "env_vars": {"NUM_WORKERS": "1"}}),
+    )
+    after = applied(rayjob, advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW))
+    replicas = after["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"]
+    assert replicas > 1
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # `python` has Ray
+    harness._local_token_auth()  # the Job API client sends the token from this process's environment
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    context = ray.init(num_cpus=1, include_dashboard=True, dashboard_port=port, log_to_driver=False, configure_logging=False)
+    try:
+        client = JobSubmissionClient(f"http://{context.dashboard_url}")
+        job = client.submit_job(
+            entrypoint=after["spec"]["entrypoint"], runtime_env=yaml.safe_load(after["spec"]["runtimeEnvYAML"])
+        )
+        deadline = time.monotonic() + 50
+        while (status := client.get_job_status(job)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
+            assert time.monotonic() < deadline, "the Ray job did not finish in 50 s"
+            time.sleep(0.2)
+        logs = client.get_job_logs(job)
+    finally:
+        ray.shutdown()
+    assert status == JobStatus.SUCCEEDED, logs[-2000:]
+    assert f"workers={replicas}\n" in logs
