@@ -2,10 +2,10 @@
 
 ``advise``: before a RayJob runs, one merge patch (the prediction and
 recommendation annotations, in ``enforce`` mode the resized worker group
-and Ray Train worker count with ``original-replicas`` — both or neither —,
-and the release of a job held for us) and the messages that explain it. ``learn``: when it has finished, what its run
-teaches (the observation to append, the error of our prediction, its
-deadline outcome). Bad input never raises: it becomes the ``error``
+and Ray Train worker count — both or neither — with ``original-replicas``,
+and the release of a job held for us) and the messages that explain it.
+``learn``: when it has finished, what its run teaches (the observation to
+append, the error of our prediction, its deadline outcome). Bad input never raises: it becomes the ``error``
 annotation and a warning.
 """
 
@@ -128,17 +128,17 @@ def _resized(
     """The advice that applies ``plan`` to the scaled group and Ray Train alike, recording what they had before."""
     assert job.scale_group is not None  # a plan that changes replicas has a group to change
     resize, original = rayjob.resize(job.scale_group.index, plan.replicas)
+    changes = f"{plan.group} replicas {plan.current_replicas} -> {plan.replicas}"
     training = job.training
-    text = f"set {plan.group} replicas {plan.current_replicas} -> {plan.replicas}"
     if training.count is not None:
         count = job.with_replicas(plan.replicas).workers
         merge(resize, rayjob.set_training_workers(training, count))
         original["training"] = {"method": training.method, "place": training.place, "workers": training.count}
-        text += f" and {training.name} {training.count} -> {count} in {training.place}"
+        changes += f" and {training.name} {training.count} -> {count} in {training.place}"
     notes[contract.ORIGINAL_REPLICAS] = contract.compact_json(original)
     patch = merge(merge(_annotations(notes), resize), release)
-    text += f": {plan.reason}"
-    return Advice(patch=patch, messages=(Message(reason="Resized", text=text),), resized=True, **known)
+    message = Message(reason="Resized", text=f"set {changes}: {plan.reason}")
+    return Advice(patch=patch, messages=(message,), resized=True, **known)
 
 
 def _annotations(notes: Mapping[str, str | None]) -> MergePatch:

@@ -257,9 +257,8 @@ def training_count(spec: Mapping[str, Any], inputs: contract.AdvisorInputs, pods
         names, flags = DEFAULT_WORKERS_ENV, DEFAULT_WORKERS_ARGS
     found = _env_settings(spec, env_vars, names) + _argument_settings(str(spec.get("entrypoint") or ""), flags)
     if not found and declared:
-        key, where = (contract.WORKERS_ENV, "runtimeEnvYAML or the head's or submitter's env") if names else (
-            contract.WORKERS_ARG, "the entrypoint"
-        )
+        key = contract.WORKERS_ENV if names else contract.WORKERS_ARG
+        where = "runtimeEnvYAML or the head's or submitter's env" if names else "the entrypoint"
         raise contract.AnnotationError(f"{key}={declared!r}: not set in {where}")
     if not found:
         return TrainingCount(pods=pods)
