@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import socket
+import sys
+import time
 
 import jsonpatch
 import pytest
+import yaml
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import profiles
+from rayjob_advisor import features, profiles
 from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
 from rayjob_advisor.config import OperatorConfig, load_config
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob, make_rayjob, sample_rayjobs, worker_group
 
-NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 POLICY = Policy()
 
 
@@ -51,7 +56,9 @@ def notes_of(advice: Advice) -> dict:
 
 
 def test_a_good_job_gets_the_prediction_annotations_and_its_error_cleared(store):
-    rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.ERROR: "old"})
+    rayjob = make_rayjob(
+        annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.ERROR: "old"}
+    )
     advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
     assert advice.error is None and advice.warnings == [] and notes_of(advice)[ann.ERROR] is None
     prediction = json.loads(notes_of(advice)[ann.PREDICTION])
@@ -116,14 +123,21 @@ def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(store, name, ra
 
 
 def test_config_from_environment_and_flags():
-    environ = {"RAYJOB_ADVISOR_NAMESPACES": "a, b", "RAYJOB_ADVISOR_LOG_FORMAT": "json", "RAYJOB_ADVISOR_LIVENESS_PORT": "9000"}
+    environ = {
+        "RAYJOB_ADVISOR_NAMESPACES": "a, b",
+        "RAYJOB_ADVISOR_LOG_FORMAT": "json",
+        "RAYJOB_ADVISOR_LIVENESS_PORT": "9000",
+    }
     config = load_config({"liveness_port": 0, "namespaces": None}, environ)
     assert config == OperatorConfig(namespaces=("a", "b"), log_format="json", liveness_port=0)
     with pytest.raises(ValueError, match="log_format"):
         load_config({"log_format": "xml"}, {})
 
 
-def deadline_job(mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, **notes: str) -> dict:
+def deadline_job(
+    mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, count: int | None = None, **notes: str
+) -> dict:
+    """A job with a deadline whose script reads ``NUM_WORKERS`` (``count``, by default one per pod)."""
     return make_rayjob(
         annotations={
             ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64",
@@ -131,6 +145,7 @@ def deadline_job(mode: str, deadline: str = "30s", replicas: int = 1, suspend: b
         },
         groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)],
         suspend=suspend,
+        runtimeEnvYAML=f"env_vars:\n  NUM_WORKERS: '{count or replicas}'\n",
     )  # fmt: skip
 
 
@@ -151,10 +166,15 @@ def test_enforce_mode_resizes_the_scaled_group_within_widened_bounds(store):
     assert plan["replicas"] > 1 and advice.resized  # 16000 samples on one worker take longer than 20 s
     (group,) = after["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert group["replicas"] == plan["replicas"] and group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
+    assert yaml.safe_load(after["spec"]["runtimeEnvYAML"]) == {"env_vars": {"NUM_WORKERS": str(plan["replicas"])}}
     assert json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS]) == {
         "groupName": "workers", "replicas": 1, "minReplicas": 1, "maxReplicas": 4,
+        "training": {"method": "env:NUM_WORKERS", "place": "runtimeEnvYAML", "workers": 1},
     }  # fmt: skip
-    assert advice.warnings[0].startswith(f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']}: ")
+    assert advice.warnings[0].startswith(
+        f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']} "
+        f"and NUM_WORKERS 1 -> {plan['replicas']} in runtimeEnvYAML: "
+    )
 
 
 def test_enforce_without_leave_to_resize_only_recommends(store):
@@ -177,3 +197,142 @@ def test_enforce_never_resizes_groups_the_autoscaler_owns(store):
     advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
     plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
     assert not advice.resized and plan["replicas"] == plan["currentReplicas"] == 1
+
+
+def test_spare_pods_stay_spare_when_enforce_resizes(store):
+    rayjob = deadline_job("enforce", deadline="20s", replicas=2, count=1)  # one pod kept spare, as Ray's docs allow
+    after = applied(rayjob, advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW))
+    replicas = after["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"]
+    assert replicas > 2 and yaml.safe_load(after["spec"]["runtimeEnvYAML"])["env_vars"]["NUM_WORKERS"] == str(
+        replicas - 1
+    )
+    assert json.loads(after["metadata"]["annotations"][ann.PREDICTION])["features"]["workers"] == 1
+
+
+def test_enforce_does_not_resize_a_job_whose_worker_count_is_unknown_and_says_why(store):
+    rayjob = deadline_job("enforce", deadline="20s")
+    del rayjob["spec"]["runtimeEnvYAML"]
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    assert (
+        not advice.resized
+        and after["spec"] == rayjob["spec"]
+        and ann.ORIGINAL_REPLICAS not in after["metadata"]["annotations"]
+    )
+    assert (
+        plan["replicas"] > 1 and "; not resized: the RayJob does not say how many Ray Train workers" in plan["reason"]
+    )
+    (message,) = advice.messages
+    assert (message.reason, message.warning, message.event) == ("NotResized", True, True)
+    assert ann.WORKERS_ENV in message.text and ann.WORKERS_FROM in message.text
+    prediction = json.loads(after["metadata"]["annotations"][ann.PREDICTION])
+    assert prediction["features"]["workers_from"] == "unknown"
+
+
+def test_a_job_that_reads_the_cluster_is_resized_alone(store):
+    rayjob = deadline_job("enforce", deadline="20s", **{ann.WORKERS_FROM: "cluster"})
+    del rayjob["spec"]["runtimeEnvYAML"]
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    assert advice.resized and "training" not in json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])
+
+
+# Every KubeRay sample, enforced towards a tight and a loose deadline: the pods and Ray Train move together, or neither.
+RESIZABLE = [(name, rayjob) for name, rayjob in sample_rayjobs() if name != "ray-job.use-existing-raycluster.yaml"]
+
+
+@pytest.mark.parametrize("deadline", ["20s", "6h"])
+@pytest.mark.parametrize(("name", "rayjob"), RESIZABLE, ids=[n for n, _ in RESIZABLE])
+def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name, rayjob, deadline):
+    rayjob = json.loads(json.dumps(rayjob))
+    rayjob["metadata"].setdefault("annotations", {}).update(
+        {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.MODE: "enforce", ann.DEADLINE: deadline}
+    )
+    for group in rayjob["spec"]["rayClusterSpec"].get("workerGroupSpecs", []):
+        group.update(minReplicas=1, maxReplicas=8)  # room both ways (the resnet sample pins 4..4)
+    before = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    training = before.training
+    if training.count is None:
+        assert not advice.resized and after["spec"] == rayjob["spec"]
+        if plan["replicas"] != plan["currentReplicas"]:
+            assert "not resized" in plan["reason"] and ann.WORKERS_ENV in advice.warnings[0]
+        return
+    assert advice.resized == (plan["replicas"] != plan["currentReplicas"])
+    assert advice.resized or deadline == "20s"  # the cheapest fits 6 h: fewer pods than any sample has
+    if not advice.resized:
+        assert after["spec"] == rayjob["spec"]
+        return
+    group = after["spec"]["rayClusterSpec"]["workerGroupSpecs"][before.scale_group.index]
+    assert group["replicas"] == plan["replicas"]
+    assert training_count_in(after, training) == str(group["replicas"] * group.get("numOfHosts", 1))  # one per pod
+    assert json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])["training"]["workers"] == training.count
+
+
+def training_count_in(rayjob: dict, training: features.TrainingCount) -> str:
+    """The worker count where ``training`` found it, read here without the advisor's code."""
+    spec = rayjob["spec"]
+    if training.place == "runtimeEnvYAML":
+        return yaml.safe_load(spec["runtimeEnvYAML"])["env_vars"][training.name]
+    pod = spec["rayClusterSpec"]["headGroupSpec"] if training.place == "head env" else spec["submitterPodTemplate"]
+    (value,) = [e["value"] for e in pod["template"]["spec"]["containers"][0]["env"] if e["name"] == training.name]
+    return value
+
+
+# A Ray Train script that sizes itself from NUM_WORKERS, as KubeRay's pytorch-mnist sample does, and reports the size.
+TRAIN_COUNT = """
+import os, tempfile
+import ray.train
+from ray.train import RunConfig, ScalingConfig
+from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+def world_size():
+    return ray.train.get_context().get_world_size()
+
+scaling = ScalingConfig(num_workers=int(os.environ["NUM_WORKERS"]), resources_per_worker={"CPU": 0.1})
+trainer = DataParallelTrainer(world_size, scaling_config=scaling, run_config=RunConfig(storage_path=tempfile.mkdtemp()))
+print(f"workers={trainer.fit().return_value}")
+"""
+
+
+@pytest.mark.ray
+def test_the_patched_manifest_runs_ray_train_with_the_advised_number_of_workers(store, tmp_path, monkeypatch):
+    import ray  # only this test needs Ray
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from rayjob_advisor.profiling import harness
+
+    (tmp_path / "train_count.py").write_text(TRAIN_COUNT)
+    rayjob = deadline_job("enforce", deadline="20s")
+    rayjob["spec"].update(
+        entrypoint="python train_count.py",
+        runtimeEnvYAML=yaml.safe_dump({"working_dir": str(tmp_path), "env_vars": {"NUM_WORKERS": "1"}}),
+    )
+    after = applied(rayjob, advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW))
+    replicas = after["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"]
+    assert replicas > 1
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # `python` has Ray
+    harness.local_token_auth()  # the Job API client sends the token from this process's environment
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    context = ray.init(
+        num_cpus=1, include_dashboard=True, dashboard_port=port, log_to_driver=False, configure_logging=False
+    )
+    try:
+        client = JobSubmissionClient(f"http://{context.dashboard_url}")
+        job = client.submit_job(
+            entrypoint=after["spec"]["entrypoint"], runtime_env=yaml.safe_load(after["spec"]["runtimeEnvYAML"])
+        )
+        deadline = time.monotonic() + 50
+        while (status := client.get_job_status(job)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
+            assert time.monotonic() < deadline, "the Ray job did not finish in 50 s"
+            time.sleep(0.2)
+        logs = client.get_job_logs(job)
+    finally:
+        ray.shutdown()
+    assert status == JobStatus.SUCCEEDED, logs[-2000:]
+    assert f"workers={replicas}\n" in logs

@@ -56,13 +56,13 @@ def test_defaults_and_where_workload_and_mode_may_come_from():
     ],
 )
 def test_duration_deadlines_count_from_creation(text, expected):
-    created = dt.datetime(2026, 12, 2, 12, tzinfo=dt.timezone.utc)
+    created = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
     assert ann.parse_deadline(text).resolve(created) == created + expected
 
 
 def test_rfc3339_deadlines():
-    at = ann.parse_deadline("2026-12-02T18:00:00Z").resolve(dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
-    assert at == dt.datetime(2026, 12, 2, 18, tzinfo=dt.timezone.utc)
+    at = ann.parse_deadline("2026-12-02T18:00:00Z").resolve(dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    assert at == dt.datetime(2026, 12, 2, 18, tzinfo=dt.UTC)
     assert ann.parse_deadline("2026-12-02T18:00:00+01:00").at.utcoffset() == dt.timedelta(hours=1)
 
 
@@ -99,8 +99,14 @@ def test_several_bad_annotations_are_all_reported():
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [
-        (0, "0s"), (-3, "0s"), (45.2, "46s"), (60, "1m"),
-        (1052, "17m32s"), (3600, "1h"), (7500, "2h5m"), (90061, "25h1m1s"),
+        (0, "0s"),
+        (-3, "0s"),
+        (45.2, "46s"),
+        (60, "1m"),
+        (1052, "17m32s"),
+        (3600, "1h"),
+        (7500, "2h5m"),
+        (90061, "25h1m1s"),
     ],
 )
 def test_durations_print_as_go_durations(seconds, text):
@@ -111,3 +117,28 @@ def test_durations_print_as_go_durations(seconds, text):
 def test_printed_durations_parse_back_as_deadlines(seconds):
     after = ann.parse_deadline(ann.format_duration(seconds)).after
     assert after == dt.timedelta(seconds=math.ceil(seconds))
+
+
+def test_where_the_training_worker_count_is_set():
+    inputs = ann.parse_inputs({ann.WORKERS_ENV: " TRAIN_WORKERS "})
+    assert (inputs.workers_env, inputs.workers_arg, inputs.workers_from) == ("TRAIN_WORKERS", None, None)
+    assert ann.parse_inputs({ann.WORKERS_ARG: "-n"}).workers_arg == "-n"
+    assert ann.parse_inputs({ann.WORKERS_FROM: "cluster"}).workers_from == "cluster"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({ann.WORKERS_ENV: "NUM WORKERS"}, "rayjob-advisor.io/workers-env='NUM WORKERS': String should match pattern"),
+        ({ann.WORKERS_ARG: "num-workers"}, "rayjob-advisor.io/workers-arg='num-workers': String should match pattern"),
+        ({ann.WORKERS_ARG: "--workers=4"}, "rayjob-advisor.io/workers-arg='--workers=4': String should match pattern"),
+        ({ann.WORKERS_FROM: "env"}, "rayjob-advisor.io/workers-from='env': Input should be 'cluster'"),
+        (
+            {ann.WORKERS_ENV: "NUM_WORKERS", ann.WORKERS_FROM: "cluster"},
+            "set at most one of rayjob-advisor.io/workers-env, rayjob-advisor.io/workers-from",
+        ),
+    ],
+)
+def test_bad_worker_count_declarations_name_the_key(annotations, message):
+    with pytest.raises(ann.AnnotationError, match=message):
+        ann.parse_inputs(annotations)

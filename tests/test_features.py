@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rayjob_advisor import contract, features
-from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
+from rayjob_advisor_testkit.rayjobs import counted, env, make_rayjob, sample_rayjobs, worker_group
 
 
 def extract(rayjob: dict) -> features.Features:
@@ -22,7 +22,9 @@ def test_cpu_quantities(quantity, cpus):
     assert job.cpus_per_worker == pytest.approx(cpus)
 
 
-@pytest.mark.parametrize(("quantity", "size"), [("4Gi", 4 * 2**30), ("8G", 8 * 10**9), ("1.5Gi", 1.5 * 2**30), ("512Mi", 2**29)])
+@pytest.mark.parametrize(
+    ("quantity", "size"), [("4Gi", 4 * 2**30), ("8G", 8 * 10**9), ("1.5Gi", 1.5 * 2**30), ("512Mi", 2**29)]
+)
 def test_memory_quantities(quantity, size):
     job = extract(make_rayjob(groups=[worker_group(resources={"limits": {"memory": quantity}})]))
     assert job.memory_bytes_per_worker == size
@@ -88,7 +90,7 @@ def test_scale_group_annotation_selects_and_unknown_names_are_reported():
     groups = [worker_group("a", replicas=2), worker_group("b", replicas=4)]
     picked = extract(make_rayjob(annotations={contract.SCALE_GROUP: "a"}, groups=groups))
     assert (picked.scale_group.name, picked.workers) == ("a", 2)
-    with pytest.raises(contract.AnnotationError, match="no worker group of that name.*'a', 'b'"):
+    with pytest.raises(contract.AnnotationError, match=r"no worker group of that name.*'a', 'b'"):
         extract(make_rayjob(annotations={contract.SCALE_GROUP: "c"}, groups=groups))
 
 
@@ -131,6 +133,11 @@ EXPECTED_SAMPLES = {
     "ray-job.use-existing-raycluster.yaml": "spec.clusterSelector runs the job on an existing RayCluster",
     "ray-job.volcano-scheduler-queue.yaml": (2, "small-group"),
 }
+# How the samples set their Ray Train worker count; every other one does not say.
+TRAINING_COUNTS = {
+    "pytorch-mnist/ray-job.pytorch-mnist.yaml": ("env:NUM_WORKERS", "runtimeEnvYAML", 2),
+    "pytorch-resnet-image-classifier/ray-job.pytorch-image-classifier.yaml": ("env:NUM_WORKERS", "head env", 4),
+}
 SAMPLES = sample_rayjobs()
 
 
@@ -151,3 +158,108 @@ def test_every_kuberay_sample_yields_features_or_a_reason(name, rayjob):
     assert (job.scale_group.name if job.scale_group else None) == group
     if group is None:
         assert "head pod" in job.resize_blocker
+    training = TRAINING_COUNTS.get(name, ("unknown", None, None))
+    assert (job.training.method, job.training.place, job.training.count) == training
+
+
+# The Ray Train worker count: where a job sets it, and how it goes with the pods.
+
+
+@pytest.mark.parametrize(
+    ("rayjob", "method", "place"),
+    [
+        (counted(runtime_env="pip: [torch]\nenv_vars:\n  NUM_WORKERS: '2'\n"), "env:NUM_WORKERS", "runtimeEnvYAML"),
+        (counted(head_env=env(OTHER="x", NUM_WORKERS="2")), "env:NUM_WORKERS", "head env"),
+        (counted(submitter_env=env(NUM_WORKERS="2")), "env:NUM_WORKERS", "submitter env"),
+        (counted(entrypoint="python train.py --num-workers 2 --lr 0.1"), "arg:--num-workers", "entrypoint"),
+        (counted(entrypoint="python train.py --num-workers=2"), "arg:--num-workers", "entrypoint"),
+        (counted(entrypoint="python train.py --num_workers 2"), "arg:--num_workers", "entrypoint"),
+        (counted(entrypoint="python train.py --workers '2'"), "arg:--workers", "entrypoint"),
+        (counted(entrypoint="python train.py\n  --workers\n  2"), "arg:--workers", "entrypoint"),
+    ],
+)
+def test_the_training_count_is_found_in_each_place_and_syntax(rayjob, method, place):
+    job = extract(rayjob)
+    assert (job.training.method, job.training.place, job.training.count, job.workers) == (method, place, 2, 2)
+    assert job.training.blocker is None
+
+
+def test_workers_env_and_workers_arg_name_the_variable_or_flag():
+    by_env = counted({contract.WORKERS_ENV: "WORLD"}, head_env=env(NUM_WORKERS="9", WORLD="2"))
+    assert (extract(by_env).training.method, extract(by_env).training.count) == ("env:WORLD", 2)
+    by_arg = counted({contract.WORKERS_ARG: "-n"}, entrypoint="python train.py -n 2 --workers 9")
+    assert (extract(by_arg).training.method, extract(by_arg).training.span) == ("arg:-n", (19, 20))
+    with pytest.raises(contract.AnnotationError, match="workers-env='WORLD': not set in runtimeEnvYAML"):
+        extract(counted({contract.WORKERS_ENV: "WORLD"}, head_env=env(NUM_WORKERS="2")))
+    with pytest.raises(contract.AnnotationError, match="workers-arg='-n': not set in the entrypoint"):
+        extract(counted({contract.WORKERS_ARG: "-n"}, entrypoint="python train.py --num-workers 2"))
+
+
+def test_runtime_env_wins_over_the_head_and_the_last_flag_wins():
+    both = counted(runtime_env="env_vars: {NUM_WORKERS: '2'}", head_env=env(NUM_WORKERS="9"))
+    assert extract(both).training.place == "runtimeEnvYAML"
+    entrypoint = "python train.py --workers 9 --workers=2"
+    twice = extract(counted(entrypoint=entrypoint))
+    assert (twice.training.count, twice.training.span) == (2, (len(entrypoint) - 1, len(entrypoint)))
+
+
+@pytest.mark.parametrize(
+    ("runtime_env", "message"),
+    [
+        ("env_vars: {NUM_WORKERS: '2'", r"spec.runtimeEnvYAML is not valid YAML at line 1: expected ',' or '}'"),
+        ("- pip\n- torch", "spec.runtimeEnvYAML must be a mapping .* not a list"),
+        ("env_vars: [NUM_WORKERS]", "env_vars must be a mapping"),
+    ],
+)
+def test_a_malformed_runtime_env_is_a_clear_input_error(runtime_env, message):
+    with pytest.raises(features.UnpredictableJob, match=message):
+        extract(counted(runtime_env=runtime_env))
+
+
+def test_a_job_that_reads_the_cluster_or_says_nothing():
+    cluster = extract(counted({contract.WORKERS_FROM: "cluster"}, runtime_env="env_vars: {NUM_WORKERS: '1'}"))
+    assert (cluster.training.method, cluster.training.blocker, cluster.workers) == ("cluster", None, 2)
+    silent = extract(counted())
+    assert (silent.training.method, silent.workers) == ("unknown", 2)  # one per pod: the best guess
+    assert all(
+        key in silent.training.blocker for key in (contract.WORKERS_ENV, contract.WORKERS_ARG, contract.WORKERS_FROM)
+    )
+
+
+@pytest.mark.parametrize(
+    ("rayjob", "problem"),
+    [
+        (
+            counted(head_env=[{"name": "NUM_WORKERS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]),
+            "valueFrom",
+        ),
+        (counted(entrypoint="python train.py --num-workers $N"), "'$N' in entrypoint is not a positive whole number"),
+        (counted(runtime_env="env_vars: {NUM_WORKERS: '0'}"), "is not a positive whole number"),
+        (counted(runtime_env="env_vars: {NUM_WORKERS: '3'}"), "on 2 pods is neither at most one worker per pod"),
+        (
+            counted(head_env=env(NUM_WORKERS="2"), entrypoint="python t.py --workers 2"),
+            "sets NUM_WORKERS in head env and --workers in entrypoint",
+        ),
+    ],
+)
+def test_counts_that_cannot_be_rewritten_block_resizing_and_say_why(rayjob, problem):
+    assert problem in extract(rayjob).training.blocker
+
+
+@pytest.mark.parametrize(
+    ("count", "group", "resized", "expected"),
+    [
+        (2, {"replicas": 2}, 5, 5),  # one worker per pod
+        (3, {"replicas": 4}, 6, 5),  # a spare pod stays spare (Ray's NUM_WORKERS <= replicas)
+        (4, {"replicas": 2}, 3, 6),  # two workers per pod
+        (4, {"replicas": 2, "numOfHosts": 2}, 3, 6),  # one per host
+    ],
+)
+def test_with_replicas_keeps_the_jobs_relation_of_workers_to_pods(count, group, resized, expected):
+    job = extract(counted(runtime_env=f"env_vars: {{NUM_WORKERS: '{count}'}}", **group))
+    assert job.workers == count and job.with_replicas(resized).workers == expected
+
+
+def test_spare_pods_raise_the_fewest_replicas_that_leave_a_worker():
+    job = extract(counted(runtime_env="env_vars: {NUM_WORKERS: '1'}", replicas=3, minReplicas=1, maxReplicas=8))
+    assert job.replica_range() == (3, 8) and job.with_replicas(3).workers == 1

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from rayjob_advisor import contract as ann
+from rayjob_advisor import features
 from rayjob_advisor.rayjob import RayJob, is_finished, is_waiting, merge
-from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
+from rayjob_advisor_testkit.rayjobs import counted, env, make_rayjob, worker_group
 
 
 def test_suspended_jobs_are_held_only_when_they_ask_for_release():
@@ -65,3 +67,44 @@ def test_merge_patches_merge_nested_mappings_and_replace_the_rest():
     fresh = merge({}, source)
     source["metadata"]["annotations"]["b"] = "changed"
     assert fresh["metadata"]["annotations"]["b"] is None  # copied, not shared
+
+
+def training_of(rayjob: dict) -> features.TrainingCount:
+    return features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"])).training
+
+
+def test_the_worker_count_is_rewritten_where_it_was_found_and_nothing_else():
+    runtime_env = {"pip": ["torch"], "working_dir": "https://x.io/a.zip", "env_vars": {"NUM_WORKERS": "2", "LR": "1"}}
+    rayjob = counted(runtime_env=yaml.safe_dump(runtime_env))
+    patch = RayJob(rayjob).set_training_workers(training_of(rayjob), 5)
+    assert list(patch["spec"]) == ["runtimeEnvYAML"]
+    runtime_env["env_vars"]["NUM_WORKERS"] = "5"
+    assert yaml.safe_load(patch["spec"]["runtimeEnvYAML"]) == runtime_env
+
+    rayjob = counted(head_env=env(A="1", NUM_WORKERS="2", B="x"))
+    patch = RayJob(rayjob).set_training_workers(training_of(rayjob), 5)
+    (head,) = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    (container,) = patch["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    assert container == {**head, "env": env(A="1", NUM_WORKERS="5", B="x")}
+
+    rayjob = counted(submitter_env=env(NUM_WORKERS="2", OTHER="y"))
+    patch = RayJob(rayjob).set_training_workers(training_of(rayjob), 5)
+    assert patch["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["env"] == env(NUM_WORKERS="5", OTHER="y")
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "rewritten"),
+    [
+        ("python train.py --num-workers 2 --epochs 2", "python train.py --num-workers 12 --epochs 2"),
+        ("python train.py --num-workers=2  --x=2", "python train.py --num-workers=12  --x=2"),
+        ("python train.py --workers '2'", "python train.py --workers '12'"),
+    ],
+)
+def test_an_entrypoint_argument_is_replaced_token_exactly(entrypoint, rewritten):
+    rayjob = counted(entrypoint=entrypoint)
+    assert RayJob(rayjob).set_training_workers(training_of(rayjob), 12) == {"spec": {"entrypoint": rewritten}}
+
+
+def test_a_job_that_reads_the_cluster_has_nothing_to_rewrite():
+    rayjob = counted({ann.WORKERS_FROM: "cluster"})
+    assert RayJob(rayjob).set_training_workers(training_of(rayjob), 5) == {}

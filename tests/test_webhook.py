@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,9 @@ def webhook() -> Iterator[Webhook]:
     ) as advisor:
         advisor.wait_for_model(WORKLOAD)
         yield advisor.webhook
-        assert not advisor.api.objects("events") and not advisor.api.requests("PATCH"), "the webhook role must write nothing"
+        assert not advisor.api.objects("events") and not advisor.api.requests("PATCH"), (
+            "the webhook role must write nothing"
+        )
 
 
 def job(mode: str = "recommend", deadline: str | None = "40s", replicas: int = 1, **notes: str) -> dict:
@@ -32,7 +35,8 @@ def job(mode: str = "recommend", deadline: str | None = "40s", replicas: int = 1
     if deadline:
         values[ann.DEADLINE] = deadline
     values.update(notes)
-    return make_rayjob(annotations=values, groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)])
+    groups = [worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)]
+    return make_rayjob(annotations=values, groups=groups, runtimeEnvYAML=f"env_vars: {{NUM_WORKERS: '{replicas}'}}")
 
 
 def replicas_of(rayjob: dict) -> tuple[int, int, int]:
@@ -54,6 +58,7 @@ def test_enforce_mode_rewrites_the_replicas_and_records_the_original(webhook):
     notes = stored["metadata"]["annotations"]
     plan = json.loads(notes[ann.RECOMMENDATION])
     assert plan["replicas"] > 1 and replicas_of(stored)[0] == plan["replicas"]
+    assert yaml.safe_load(stored["spec"]["runtimeEnvYAML"])["env_vars"]["NUM_WORKERS"] == str(plan["replicas"])
     assert json.loads(notes[ann.ORIGINAL_REPLICAS])["replicas"] == 1
     assert response["warnings"][0].startswith(f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']}")
 
@@ -101,6 +106,9 @@ VALID = {
     ann.BATCH_SIZE: st.sampled_from(["32", "64", "128"]),
     ann.CONFIDENCE: st.sampled_from(["0.5", "0.9", "0.99"]),
     ann.SCALE_GROUP: st.sampled_from(["g0", "g1", "nope"]),
+    ann.WORKERS_ENV: st.just("NUM_WORKERS"),
+    ann.WORKERS_ARG: st.just("--num-workers"),
+    ann.WORKERS_FROM: st.just("cluster"),
 }
 
 
@@ -111,7 +119,9 @@ def random_rayjobs(draw) -> dict:
         low = draw(st.integers(0, 4))
         high = draw(st.integers(0, 8))
         resources = draw(st.sampled_from([None, {"limits": {"nvidia.com/gpu": "1"}}, {"requests": {"cpu": "500m"}}]))
-        group = worker_group(f"g{index}", resources=resources, replicas=draw(st.integers(0, 10)), minReplicas=low, maxReplicas=high)
+        group = worker_group(
+            f"g{index}", resources=resources, replicas=draw(st.integers(0, 10)), minReplicas=low, maxReplicas=high
+        )
         if draw(st.booleans()):
             group["numOfHosts"] = draw(st.integers(1, 4))
         groups.append(group)
@@ -124,14 +134,16 @@ def random_rayjobs(draw) -> dict:
     return make_rayjob(annotations=notes, groups=groups)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(rayjob=random_rayjobs())
 def test_any_rayjob_is_allowed_with_a_valid_patch_and_sound_bounds(webhook, rayjob):
     stored, _ = webhook.admit(rayjob)  # allowed, and valid against the CRD after the patch
     before = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     after = stored["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert len(after) == len(before)
-    for old, new in zip(before, after):
+    for old, new in zip(before, after, strict=True):
         if new != old:  # only an enforced rewrite changes a group, and it keeps min <= replicas <= max
             assert new["minReplicas"] <= new["replicas"] <= new["maxReplicas"]
             assert ann.ORIGINAL_REPLICAS in stored["metadata"]["annotations"]

@@ -2,10 +2,10 @@
 
 ``advise``: before a RayJob runs, one merge patch (the prediction and
 recommendation annotations, in ``enforce`` mode the resized worker group
-with ``original-replicas``, and the release of a job held for us) and the
-messages that explain it. ``learn``: when it has finished, what its run
-teaches (the observation to append, the error of our prediction, its
-deadline outcome). Bad input never raises: it becomes the ``error``
+and Ray Train worker count — both or neither — with ``original-replicas``,
+and the release of a job held for us) and the messages that explain it.
+``learn``: when it has finished, what its run teaches (the observation to
+append, the error of our prediction, its deadline outcome). Bad input never raises: it becomes the ``error``
 annotation and a warning.
 """
 
@@ -103,11 +103,19 @@ def advise(
     known = {"workload": inputs.workload, "p50": result.p50}
     if plan is None:
         return Advice(patch=merge(_annotations(notes), release), **known)
+    enforce = may_resize and inputs.mode == "enforce" and plan.replicas != plan.current_replicas
+    blocker = job.training.blocker if enforce else None
+    if blocker:
+        plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()
-    if not (may_resize and inputs.mode == "enforce" and plan.replicas != plan.current_replicas):
-        message = Message(reason="Recommended", text=f"recommends {plan.replicas} replicas: {plan.reason}", event=False)
-        return Advice(patch=merge(_annotations(notes), release), messages=(message,), **known)
-    return _resized(rayjob, job, plan, notes, release, known)
+    if enforce and not blocker:
+        return _resized(rayjob, job, plan, notes, release, known)
+    text = f"recommends {plan.replicas} replicas: {plan.reason}"
+    if blocker:
+        message = Message(reason="NotResized", text=text, warning=True)
+    else:
+        message = Message(reason="Recommended", text=text, event=False)
+    return Advice(patch=merge(_annotations(notes), release), messages=(message,), **known)
 
 
 def _resized(
@@ -118,13 +126,20 @@ def _resized(
     release: MergePatch,
     known: dict[str, Any],
 ) -> Advice:
-    """The advice that applies ``plan`` to the scaled group, recording what it had before."""
+    """The advice that applies ``plan`` to the scaled group and Ray Train alike, recording what they had before."""
     assert job.scale_group is not None  # a plan that changes replicas has a group to change
     resize, original = rayjob.resize(job.scale_group.index, plan.replicas)
+    changes = f"{plan.group} replicas {plan.current_replicas} -> {plan.replicas}"
+    training = job.training
+    if training.count is not None:
+        count = job.with_replicas(plan.replicas).workers
+        merge(resize, rayjob.set_training_workers(training, count))
+        original["training"] = {"method": training.method, "place": training.place, "workers": training.count}
+        changes += f" and {training.name} {training.count} -> {count} in {training.place}"
     notes[contract.ORIGINAL_REPLICAS] = contract.compact_json(original)
-    text = f"set {plan.group} replicas {plan.current_replicas} -> {plan.replicas}: {plan.reason}"
     patch = merge(merge(_annotations(notes), resize), release)
-    return Advice(patch=patch, messages=(Message(reason="Resized", text=text),), resized=True, **known)
+    message = Message(reason="Resized", text=f"set {changes}: {plan.reason}")
+    return Advice(patch=patch, messages=(message,), resized=True, **known)
 
 
 def _annotations(notes: Mapping[str, str | None]) -> MergePatch:

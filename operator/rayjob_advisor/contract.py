@@ -29,6 +29,10 @@ BATCH_SIZE = PREFIX + "batch-size"
 CONFIDENCE = PREFIX + "confidence"
 SCALE_GROUP = PREFIX + "scale-group"
 RELEASE = PREFIX + "release"  # "true" on a suspended RayJob: we unsuspend it once planned
+# Where the job sets its Ray Train worker count: an env var name, an entrypoint flag, or "cluster".
+WORKERS_ENV = PREFIX + "workers-env"
+WORKERS_ARG = PREFIX + "workers-arg"
+WORKERS_FROM = PREFIX + "workers-from"
 
 # Kueue's admission gates: a comma-separated list of controllers a job waits for.
 KUEUE_GATES = "kueue.x-k8s.io/admission-gated-by"
@@ -53,9 +57,13 @@ _INPUT_FIELDS = {
     BATCH_SIZE: "batch_size",
     CONFIDENCE: "confidence",
     SCALE_GROUP: "scale_group",
+    WORKERS_ENV: "workers_env",
+    WORKERS_ARG: "workers_arg",
+    WORKERS_FROM: "workers_from",
 }
 _FIELD_KEYS = {field: key for key, field in _INPUT_FIELDS.items()}
 INPUT_KEYS: tuple[str, ...] = tuple(_INPUT_FIELDS)
+
 
 class Deadline(pydantic.BaseModel):
     """An absolute time, or a duration counted from the RayJob's creation."""
@@ -130,13 +138,17 @@ class AdvisorInputs(pydantic.BaseModel):
     batch_size: pydantic.PositiveInt | None = None
     confidence: Confidence = 0.9
     scale_group: str | None = None
+    # Kubernetes' rule for env var names; a flag as argparse spells it.
+    workers_env: str | None = pydantic.Field(default=None, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+    workers_arg: str | None = pydantic.Field(default=None, pattern=r"^--?[a-zA-Z0-9][-_a-zA-Z0-9]*$")
+    workers_from: Literal["cluster"] | None = None  # the script sizes Ray Train from the cluster itself
 
     @pydantic.field_validator("deadline", mode="before")
     @classmethod
     def _parse_deadline(cls, value: Any) -> Any:
         return parse_deadline(value) if isinstance(value, str) else value
 
-    @pydantic.field_validator("workload", "scale_group", mode="before")
+    @pydantic.field_validator("workload", "scale_group", "workers_env", "workers_arg", mode="before")
     @classmethod
     def _strip(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -144,6 +156,14 @@ class AdvisorInputs(pydantic.BaseModel):
             if not value:
                 raise ValueError("must not be empty")
         return value
+
+    @pydantic.model_validator(mode="after")
+    def _one_worker_count_source(self) -> AdvisorInputs:
+        """The worker count comes from one place; two declarations would contradict each other."""
+        given = [key for key in (WORKERS_ENV, WORKERS_ARG, WORKERS_FROM) if getattr(self, _INPUT_FIELDS[key])]
+        if len(given) > 1:
+            raise ValueError(f"set at most one of {', '.join(given)}")
+        return self
 
 
 class AnnotationError(ValueError):
@@ -173,9 +193,11 @@ def parse_inputs(
     except pydantic.ValidationError as exc:
         messages = []
         for error in exc.errors(include_url=False):
-            field = str(error["loc"][0]) if error["loc"] else ""
-            key = _FIELD_KEYS.get(field, field)
-            messages.append(f"{key}={raw.get(field)!r}: {error['msg']}")
+            if not error["loc"]:  # a rule across several annotations names them itself
+                messages.append(error["msg"])
+                continue
+            field = str(error["loc"][0])
+            messages.append(f"{_FIELD_KEYS.get(field, field)}={raw.get(field)!r}: {error['msg']}")
         raise AnnotationError("; ".join(messages)) from None
 
 

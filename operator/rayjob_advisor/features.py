@@ -7,15 +7,29 @@ multiplied by ``numOfHosts``. Unset fields take the CRD's defaults.
 Per-worker resources come from the Ray container (the first one, as KubeRay
 assumes), requests first and limits where a request is missing, as
 Kubernetes does.
+
+``workers`` is the number of Ray Train workers, which a script sets apart
+from the pods (Ray's docs require ``NUM_WORKERS <= replicas``). Where the
+driver sees it, first match wins: ``runtimeEnvYAML`` ``env_vars`` (they
+override the process environment), the env of the head's Ray container (the
+driver runs on the head), the env of the submitter container (it reaches the
+entrypoint only through the shell of ``ray job submit``), or an entrypoint
+argument (``--num-workers 4`` or ``--num-workers=4``; the last one wins, as
+in argparse). ``rayjob-advisor.io/workers-env`` / ``workers-arg`` name the
+variable or flag; ``workers-from: cluster`` says the script sizes itself from
+the cluster. Without any of these the count is unknown: predicted as one
+worker per pod, never resized.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
+import yaml
 from kubernetes.utils import parse_quantity
 
 from rayjob_advisor import contract
@@ -25,6 +39,22 @@ DEFAULT_MIN_REPLICAS = 0
 DEFAULT_MAX_REPLICAS = 2_147_483_647
 DEFAULT_REPLICAS = 0
 DEFAULT_NUM_OF_HOSTS = 1
+
+# Where scripts commonly take their Ray Train worker count (KubeRay's pytorch samples use NUM_WORKERS).
+DEFAULT_WORKERS_ENV = ("NUM_WORKERS",)
+DEFAULT_WORKERS_ARGS = ("--num-workers", "--num_workers", "--workers")
+
+Place = Literal["runtimeEnvYAML", "head env", "submitter env", "entrypoint"]
+# The pod templates whose Ray container's env may set the count, from ``spec``.
+ENV_PLACES: dict[Place, tuple[str, ...]] = {
+    "head env": ("rayClusterSpec", "headGroupSpec", "template", "spec", "containers"),
+    "submitter env": ("submitterPodTemplate", "spec", "containers"),
+}
+NOT_FOUND = (
+    f"the RayJob does not say how many Ray Train workers it runs: set {contract.WORKERS_ENV} (an env var of "
+    f"runtimeEnvYAML, the head or the submitter) or {contract.WORKERS_ARG} (an entrypoint flag), "
+    f"or {contract.WORKERS_FROM}: cluster when the script sizes itself from the cluster"
+)
 
 
 class UnpredictableJob(ValueError):
@@ -54,6 +84,47 @@ class WorkerGroup(pydantic.BaseModel):
         return 0 if self.suspended else self.replicas * self.num_of_hosts
 
 
+class TrainingCount(pydantic.BaseModel):
+    """How a RayJob sets its Ray Train worker count, and how it goes with the scaled group's pods.
+
+    The job's relation is kept when the pods change: spare pods stay spare
+    (``count < pods``), else the workers per pod stay the same.
+    """
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    source: Literal["env", "arg", "cluster", "unknown"] = "unknown"
+    name: str | None = None  # the env var or flag
+    place: Place | None = None
+    count: int | None = None  # as the manifest sets it
+    pods: int = 1  # of the scaled group, with ``count``
+    span: tuple[int, int] | None = None  # of the count in the entrypoint, to rewrite just that
+    problem: str | None = None
+
+    @property
+    def method(self) -> str:
+        """``env:NAME``, ``arg:FLAG``, ``cluster`` or ``unknown``."""
+        return f"{self.source}:{self.name}" if self.name else self.source
+
+    @property
+    def blocker(self) -> str | None:
+        """Why ``enforce`` may not resize the pods: it could not resize Ray Train with them."""
+        return self.problem or (NOT_FOUND if self.source == "unknown" else None)
+
+    def at(self, pods: int) -> int:
+        """Ray Train workers on ``pods`` pods."""
+        if self.count is None:
+            return pods
+        if self.count < self.pods:
+            return pods - (self.pods - self.count)
+        return self.count * pods // self.pods
+
+    @property
+    def min_pods(self) -> int:
+        """The fewest pods that leave one Ray Train worker."""
+        return self.pods - self.count + 1 if self.count is not None and self.count < self.pods else 1
+
+
 class Features(pydantic.BaseModel):
     """What the models need about one RayJob, and what the planner may change."""
 
@@ -69,20 +140,27 @@ class Features(pydantic.BaseModel):
     memory_bytes_per_worker: int | None
     scale_group: WorkerGroup | None
     resize_blocker: str | None = None
+    training: TrainingCount = TrainingCount()
+
+    @property
+    def pods(self) -> int:
+        """Ray worker pods that run the training (what a replica count costs)."""
+        return self.scale_group.workers if self.scale_group else 1
 
     def with_replicas(self, replicas: int) -> Features:
-        """The same job with the scaled group at ``replicas`` (for what-if tables and plans)."""
+        """The same job with the scaled group at ``replicas`` and Ray Train resized with it."""
         if self.scale_group is None:
             raise UnpredictableJob("this RayJob has no worker group to resize")
         group = self.scale_group.model_copy(update={"replicas": replicas, "suspended": False})
-        return self.model_copy(update={"scale_group": group, "workers": group.workers})
+        return self.model_copy(update={"scale_group": group, "workers": self.training.at(group.workers)})
 
     def replica_range(self) -> tuple[int, int]:
-        """The replica counts the scaled group may take, ``[minReplicas, maxReplicas]``."""
+        """The replica counts the scaled group may take: ``[minReplicas, maxReplicas]``, leaving a Ray Train worker."""
         if self.scale_group is None:
             return (1, 1)
         group = self.scale_group
-        return (max(1, group.min_replicas), max(1, group.min_replicas, group.max_replicas))
+        low = max(1, group.min_replicas, -(-self.training.min_pods // group.num_of_hosts))
+        return (low, max(low, group.max_replicas))
 
 
 def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Features:
@@ -101,11 +179,9 @@ def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInpu
     cluster = spec.get("rayClusterSpec")
     if not cluster:
         raise UnpredictableJob("spec.rayClusterSpec is missing: the RayJob does not say what cluster it runs on")
-    groups = tuple(
-        _worker_group(group, index) for index, group in enumerate(cluster.get("workerGroupSpecs") or [])
-    )
+    groups = tuple(_worker_group(group, index) for index, group in enumerate(cluster.get("workerGroupSpecs") or []))
     if not groups:
-        return _head_only(cluster, inputs)
+        return _head_only(spec, inputs)
     scale_group = _scale_group(groups, inputs.scale_group)
     if scale_group.workers == 0:
         reason = "is suspended" if scale_group.suspended else "has 0 replicas"
@@ -113,36 +189,157 @@ def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInpu
     blocker = None
     if cluster.get("enableInTreeAutoscaling"):
         blocker = "enableInTreeAutoscaling: the Ray autoscaler owns the replicas of every worker group"
+    training = training_count(spec, inputs, scale_group.workers)
     return Features(
         workload=inputs.workload,
         dataset_size=inputs.dataset_size,
         epochs=inputs.epochs,
         batch_size=inputs.batch_size,
-        workers=scale_group.workers,
+        workers=training.at(scale_group.workers),
         cpus_per_worker=scale_group.cpus,
         gpus_per_worker=scale_group.gpus,
         memory_bytes_per_worker=scale_group.memory_bytes,
         scale_group=scale_group,
         resize_blocker=blocker,
+        training=training,
     )
 
 
-def _head_only(cluster: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Features:
-    """A cluster without worker groups trains on its head pod: one worker, nothing to resize."""
-    head = cluster.get("headGroupSpec") or {}
+def _head_only(spec: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Features:
+    """A cluster without worker groups trains on its head pod: nothing to resize."""
+    head = spec["rayClusterSpec"].get("headGroupSpec") or {}
     resources = _container_resources(head, "headGroupSpec")
+    training = training_count(spec, inputs, 1)
     return Features(
         workload=inputs.workload,
         dataset_size=inputs.dataset_size,
         epochs=inputs.epochs,
         batch_size=inputs.batch_size,
-        workers=1,
+        workers=training.at(1),
         cpus_per_worker=resources["cpus"],
         gpus_per_worker=resources["gpus"],
         memory_bytes_per_worker=resources["memory_bytes"],
         scale_group=None,
         resize_blocker="the cluster has no worker groups: the job runs on the head pod alone",
+        training=training,
     )
+
+
+class _Setting(pydantic.BaseModel):
+    """One place in the manifest that sets the count."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    source: Literal["env", "arg"]
+    name: str
+    place: Place
+    value: Any
+    span: tuple[int, int] | None = None
+
+
+def training_count(spec: Mapping[str, Any], inputs: contract.AdvisorInputs, pods: int) -> TrainingCount:
+    """Where and how the RayJob ``spec`` sets its Ray Train worker count (see the module docstring).
+
+    Raises ``UnpredictableJob`` for a malformed ``runtimeEnvYAML`` (KubeRay
+    could not submit the job either), ``contract.AnnotationError`` when the
+    variable or flag the job names is nowhere.
+    """
+    env_vars = runtime_env(spec).get("env_vars") or {}
+    if inputs.workers_from == "cluster":
+        return TrainingCount(source="cluster", pods=pods)
+    names: tuple[str, ...]
+    flags: tuple[str, ...]
+    if declared := inputs.workers_env or inputs.workers_arg:
+        names, flags = ((declared,), ()) if inputs.workers_env else ((), (declared,))
+    else:
+        names, flags = DEFAULT_WORKERS_ENV, DEFAULT_WORKERS_ARGS
+    found = _env_settings(spec, env_vars, names) + _argument_settings(str(spec.get("entrypoint") or ""), flags)
+    if not found and declared:
+        key = contract.WORKERS_ENV if names else contract.WORKERS_ARG
+        where = "runtimeEnvYAML or the head's or submitter's env" if names else "the entrypoint"
+        raise contract.AnnotationError(f"{key}={declared!r}: not set in {where}")
+    if not found:
+        return TrainingCount(pods=pods)
+    if len({setting.source for setting in found}) > 1:
+        both = " and ".join(f"{setting.name} in {setting.place}" for setting in (found[0], found[-1]))
+        keys = f"{contract.WORKERS_ENV} or {contract.WORKERS_ARG}"
+        return TrainingCount(pods=pods, problem=f"the RayJob sets {both}: set {keys} to the one it reads")
+    setting = found[0]
+    count, problem = _count(setting, pods)
+    return TrainingCount(
+        source=setting.source, name=setting.name, place=setting.place, count=count, pods=pods, span=setting.span,
+        problem=problem,
+    )  # fmt: skip
+
+
+def _count(setting: _Setting, pods: int) -> tuple[int | None, str | None]:
+    """The count a setting gives, or why it cannot be resized with the pods."""
+    if setting.value is None:
+        return None, f"{setting.name} in {setting.place} is not a literal value (valueFrom): it cannot be rewritten"
+    what = f"{setting.name}={setting.value!r} in {setting.place}"
+    text = str(setting.value).strip() if isinstance(setting.value, str | int) else ""
+    if not text.isdigit() or int(text) < 1:
+        return None, f"{what} is not a positive whole number that can be rewritten"
+    count = int(text)
+    if count > pods and count % pods:
+        return count, f"{what} on {pods} pods is neither at most one worker per pod nor the same number on each"
+    return count, None
+
+
+def runtime_env(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec.runtimeEnvYAML`` parsed (empty when unset); malformed YAML is the user's error to fix."""
+    text = spec.get("runtimeEnvYAML")
+    try:
+        value = yaml.safe_load(text) if text else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise UnpredictableJob(f"spec.runtimeEnvYAML is not valid YAML{where}: {problem}") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        kind = type(value).__name__
+        raise UnpredictableJob(f"spec.runtimeEnvYAML must be a mapping (pip, env_vars, ...), not a {kind}")
+    if not isinstance(value.get("env_vars") or {}, dict):
+        raise UnpredictableJob("spec.runtimeEnvYAML env_vars must be a mapping of names to values")
+    return value
+
+
+def pod_containers(spec: Mapping[str, Any], place: Place) -> list[dict[str, Any]]:
+    """The containers of a pod template in ``ENV_PLACES`` (the first is Ray's); empty when it has none."""
+    containers: Any = spec
+    for key in ENV_PLACES[place]:
+        containers = containers.get(key) if isinstance(containers, Mapping) else None
+    return list(containers or [])
+
+
+def _env_settings(spec: Mapping[str, Any], env_vars: Mapping[str, Any], names: tuple[str, ...]) -> list[_Setting]:
+    """Each env place that sets one of ``names`` (the first name it has), the driver's first."""
+    envs: dict[Place, Mapping[str, Any]] = {"runtimeEnvYAML": env_vars}
+    for place in ENV_PLACES:  # the last entry of a name wins, as in Kubernetes
+        ray_container = (pod_containers(spec, place) or [{}])[0]
+        envs[place] = {entry["name"]: entry.get("value") for entry in ray_container.get("env") or []}
+    found = []
+    for place, env in envs.items():
+        name = next((name for name in names if name in env), None)
+        if name is not None:
+            found.append(_Setting(source="env", name=name, place=place, value=env[name]))
+    return found
+
+
+# FLAG VALUE or FLAG=VALUE, the value optionally quoted, as whole tokens.
+_ARGUMENT = r"(?<!\S){flag}(?:=|\s+)(['\"]?)(?P<value>[^\s'\"]*)\1(?!\S)"
+
+
+def _argument_settings(entrypoint: str, flags: tuple[str, ...]) -> list[_Setting]:
+    """The last value of the first flag the entrypoint has (the last wins, as in argparse)."""
+    for flag in flags:
+        matches = list(re.finditer(_ARGUMENT.format(flag=re.escape(flag)), entrypoint))
+        if matches:
+            last = matches[-1]
+            return [_Setting(source="arg", name=flag, place="entrypoint", value=last["value"], span=last.span("value"))]
+    return []
 
 
 def _scale_group(groups: tuple[WorkerGroup, ...], requested: str | None) -> WorkerGroup:
@@ -197,12 +394,12 @@ def _container_resources(group: Mapping[str, Any], where: str) -> dict[str, Any]
     resources = containers[0].get("resources") or {}
     merged: dict[str, Any] = dict(resources.get("limits") or {})
     merged.update(resources.get("requests") or {})
-    amounts = {key: _quantity(value, f"{where} container {containers[0].get('name', 0)!r} resource {key!r}")
-               for key, value in merged.items()}
-    gpus = sum(float(v) for k, v in amounts.items() if k.lower().endswith("gpu"))
-    accelerators = {
-        k: float(v) for k, v in amounts.items() if "/" in k and not k.lower().endswith("gpu")
+    amounts = {
+        key: _quantity(value, f"{where} container {containers[0].get('name', 0)!r} resource {key!r}")
+        for key, value in merged.items()
     }
+    gpus = sum(float(v) for k, v in amounts.items() if k.lower().endswith("gpu"))
+    accelerators = {k: float(v) for k, v in amounts.items() if "/" in k and not k.lower().endswith("gpu")}
     cpus = amounts.get("cpu")
     memory = amounts.get("memory")
     return {

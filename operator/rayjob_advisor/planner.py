@@ -45,7 +45,7 @@ class RuntimePredictor(Protocol):
 
 
 class Option(pydantic.BaseModel):
-    """One replica count: its predicted runtimes (seconds, start-up excluded) and cost."""
+    """One replica count: its Ray Train workers, predicted runtimes (seconds, start-up excluded), cost of its pods."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -116,7 +116,7 @@ def options(
             workers=v.workers,
             p50=float(p),
             upper=float(u),
-            cost=v.workers * hourly * (startup + float(p)) / 3600.0,
+            cost=v.pods * hourly * (startup + float(p)) / 3600.0,
         )
         for v, p, u in zip(variants, p50, upper, strict=True)
     ]

@@ -18,6 +18,10 @@ from rayjob_advisor.rayjob import RayJob
 class Prediction(pydantic.BaseModel):
     """What the ``prediction`` annotation holds.
 
+    ``features``: what the model was given; ``workers`` are Ray Train workers,
+    and ``workers_from`` says how the job sets them (``env:NAME``,
+    ``arg:FLAG``, ``cluster`` or ``unknown``: one per pod).
+
     ``assumed``: features the profile never varied, predicted at the
     profile's value rather than the job's (e.g. ``cpus_per_worker``).
     """
@@ -58,6 +62,7 @@ def predict(
     p50 = float(model.predict([features])[0])
     upper = float(model.predict_upper([features], confidence)[0])
     used = features.model_dump(include=set(CONFIGURATION_FIELDS) - {"workload"})
+    used["workers_from"] = features.training.method
     return Prediction(
         model=model.selected_,
         profile=profile,

@@ -3,7 +3,8 @@
 The rest of the advisor asks this view instead of digging in the manifest
 (the way Kueue's RayJob adapter wraps the object). Changes come back as JSON
 merge patches, which both kopf's controller patches and its admission
-patches (turned into JSONPatch) apply.
+patches (turned into JSONPatch) apply. A merge patch replaces lists whole,
+so a patch that changes one list item carries the whole list.
 
 A RayJob can wait for the planner before KubeRay builds its cluster:
 created with ``spec.suspend: true`` and ``rayjob-advisor.io/release: "true"``
@@ -20,7 +21,9 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from rayjob_advisor import contract
+import yaml
+
+from rayjob_advisor import contract, features
 
 Hold = Literal["suspended", "gated"]
 MergePatch = dict[str, Any]
@@ -119,6 +122,35 @@ class RayJob:
         group["minReplicas"] = min(group.get("minReplicas", replicas), replicas)
         group["maxReplicas"] = max(group.get("maxReplicas", replicas), replicas)
         return {"spec": {"rayClusterSpec": {"workerGroupSpecs": groups}}}, original
+
+    def set_training_workers(self, training: features.TrainingCount, count: int) -> MergePatch:
+        """The merge patch setting the Ray Train worker count to ``count`` where ``training`` found it.
+
+        Nothing else changes: the runtime environment is re-serialised with
+        only that value changed, a container's env keeps every other entry,
+        the entrypoint only that token. Empty when the job sets no count.
+        """
+        if training.place is None or training.name is None:
+            return {}
+        if training.place == "entrypoint":
+            assert training.span is not None  # found in the entrypoint, so its position is known
+            start, end = training.span
+            entrypoint = str(self.spec["entrypoint"])
+            return {"spec": {"entrypoint": entrypoint[:start] + str(count) + entrypoint[end:]}}
+        if training.place == "runtimeEnvYAML":
+            runtime_env = features.runtime_env(self.spec)
+            env_vars = runtime_env["env_vars"]
+            env_vars[training.name] = str(count) if isinstance(env_vars[training.name], str) else count
+            return {"spec": {"runtimeEnvYAML": yaml.safe_dump(runtime_env, sort_keys=False)}}
+        containers = copy.deepcopy(features.pod_containers(self.spec, training.place))
+        containers[0]["env"] = [
+            {**entry, "value": str(count)} if entry.get("name") == training.name else entry
+            for entry in containers[0]["env"]
+        ]
+        patch: Any = containers
+        for key in reversed(("spec", *features.ENV_PLACES[training.place])):
+            patch = {key: patch}
+        return dict(patch)
 
 
 def merge(target: MergePatch, patch: Mapping[str, Any]) -> MergePatch:

@@ -83,3 +83,29 @@ def worker_group(name: str = "workers", resources: dict[str, Any] | None = None,
         group["template"]["spec"]["containers"][0]["resources"] = resources
     group.update(fields)
     return group
+
+
+def counted(
+    notes: dict[str, str] | None = None,
+    runtime_env: str | None = None,
+    head_env: list[dict[str, str]] | None = None,
+    submitter_env: list[dict[str, str]] | None = None,
+    entrypoint: str = "python train.py",
+    **group: int,
+) -> dict[str, Any]:
+    """A RayJob that sets its worker count in the given places (2 replicas unless ``group`` says otherwise)."""
+    spec: dict[str, Any] = {"entrypoint": entrypoint}
+    if runtime_env is not None:
+        spec["runtimeEnvYAML"] = runtime_env
+    if submitter_env is not None:
+        container = {"name": "submitter", "image": "rayproject/ray:2.52.0", "env": submitter_env}
+        spec["submitterPodTemplate"] = {"spec": {"restartPolicy": "Never", "containers": [container]}}
+    rayjob = make_rayjob(annotations=notes, groups=[worker_group(**{"replicas": 2, **group})], **spec)
+    if head_env is not None:
+        rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = head_env
+    return rayjob
+
+
+def env(**values: str) -> list[dict[str, str]]:
+    """A container's ``env`` list."""
+    return [{"name": name, "value": value} for name, value in values.items()]

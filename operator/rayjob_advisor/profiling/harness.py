@@ -122,7 +122,7 @@ def _timed(train: TrainFunction) -> Callable[[dict[str, Any]], dict[str, float]]
     return loop
 
 
-def _local_token_auth() -> None:
+def local_token_auth() -> None:
     """Token auth for a Ray started here, the token only in this process tree's environment
     (never in a file in the home directory).
 
@@ -139,7 +139,7 @@ def _local_token_auth() -> None:
 def ray_session(address: str | None = None) -> Iterator[None]:
     """Ray for a sweep: started here (all local cores) or connected to a cluster at ``address``."""
     if address is None:
-        _local_token_auth()
+        local_token_auth()
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     else:
         ray.init(address=address, log_to_driver=False)
