@@ -175,3 +175,10 @@ def test_a_failure_is_named_in_the_warning(webhook):
 @given(case=admission_fuzz.cases())
 def test_fuzz_no_5xx_no_denial_no_invalid_patch(webhook, case):
     assert admission_fuzz.exchange(webhook, case).problems == []
+
+
+def test_kopfs_own_failure_fails_open(webhook):
+    status, _, body = webhook.post(envelope_with(("request", "resource", "resource"), "pods"))
+    response = json.loads(body)["response"]
+    assert status == 200 and response["allowed"] and "patch" not in response
+    assert response["warnings"][0].startswith("rayjob-advisor: could not answer: UnknownResourceError: ")
