@@ -179,3 +179,86 @@ def test_run_rejects_bad_settings_with_one_line(capsys, monkeypatch):
     monkeypatch.setenv("RAYJOB_ADVISOR_LIVENESS_PORT", "eighty")
     status, _, err = run(capsys, "run")
     assert status == 2 and "bad settings: liveness_port: Input should be a valid integer" in err
+
+
+MANIFEST = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: job\n  annotations:\n    {}\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("rayjob-advisor.io/mode: off", 'YAML reads off as a boolean, [...] quote it: rayjob-advisor.io/mode: "off"'),
+        ("rayjob-advisor.io/mode: on", "reads on as a boolean"),
+        ("rayjob-advisor.io/release: yes", 'quote it: rayjob-advisor.io/release: "yes"'),
+        ("rayjob-advisor.io/mode: no", 'quote it: rayjob-advisor.io/mode: "no"'),
+        (
+            "rayjob-advisor.io/deadline: 2026-12-02T18:00:00Z",
+            'reads 2026-12-02T18:00:00Z as a timestamp, [...] rayjob-advisor.io/deadline: "2026-12-02T18:00:00Z"',
+        ),
+        (
+            "rayjob-advisor.io/dataset-size: 16000",
+            'reads 16000 as an integer, [...] rayjob-advisor.io/dataset-size: "16000"',
+        ),
+        ("rayjob-advisor.io/confidence: 0.9", 'reads 0.9 as a number, [...] rayjob-advisor.io/confidence: "0.9"'),
+        ("rayjob-advisor.io/epochs: 010", 'rayjob-advisor.io/epochs: "010"'),  # YAML 1.1 octal: 8, not what was written
+        ("rayjob-advisor.io/workload:", 'an empty value (null) [...] write rayjob-advisor.io/workload: ""'),
+        ("rayjob-advisor.io/workload: [a, b]", "rayjob-advisor.io/workload: a list where Kubernetes takes a string"),
+        ("1: x", "key 1: YAML reads 1 as an integer"),
+    ],
+)
+def test_yaml_typing_surprises_in_annotations_name_the_fix(capsys, tmp_path, no_fit, line, message):
+    path = tmp_path / "rayjob.yaml"
+    path.write_text(MANIFEST.format(line))
+    status, out, err = run(capsys, "predict", "-f", path)
+    assert status == 2 and out == "" and err.startswith(f"rayjob-advisor: error: {path}:6: metadata.annotations: ")
+    for part in message.split(" [...] "):
+        assert part in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "No such file or directory"),
+        ("directory", "Is a directory"),
+        ("", "expected exactly one RayJob document, found 0"),
+        ("kind: ConfigMap\n", "expected exactly one RayJob document, found 0"),
+        ("kind: RayJob\n---\nkind: RayJob\n", "expected exactly one RayJob document, found 2"),
+        ("kind: RayJob\nmetadata: [\n", "while parsing a flow node"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\xff", "not a YAML manifest (not UTF-8 text)"),
+        ("kind: RayJob\nmetadata: 5\n", "the RayJob's metadata is not a map"),
+        ("kind: RayJob\nmetadata:\n  labels: [a]\n", ":3: metadata.labels is not a map"),
+        (
+            'kind: RayJob\nmetadata:\n  annotations:\n    rayjob-advisor.io/dataset-size: "8"\nspec: 5\n',
+            "not a RayJob KubeRay's CRD accepts (AttributeError: 'int' object has no attribute 'get')",
+        ),
+    ],
+    ids=[
+        "missing",
+        "directory",
+        "empty",
+        "configmap",
+        "two-rayjobs",
+        "invalid-yaml",
+        "binary",
+        "metadata",
+        "labels",
+        "spec",
+    ],
+)
+def test_bad_manifests_are_one_clear_line(capsys, tmp_path, profile_csv, no_fit, content, message):
+    path = tmp_path / "rayjob.yaml"
+    if content == "directory":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    status, out, err = run(capsys, "predict", "-f", path, "--data", profile_csv)
+    assert status == 2 and out == "" and err.startswith("rayjob-advisor: error: ") and message in err
+
+
+def test_a_binary_observations_file_is_one_clear_line(capsys, tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    status, _, err = run(capsys, "fit", "--data", path)
+    assert status == 2 and err == f"rayjob-advisor: error: {path}: not an observations CSV (not UTF-8 text)\n"

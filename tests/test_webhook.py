@@ -8,21 +8,20 @@ from collections.abc import Iterator
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from benchmarks import admission_fuzz
+from benchmarks.admission_fuzz import random_rayjobs
+from rayjob_advisor import admission
 from rayjob_advisor import contract as ann
 from rayjob_advisor_testkit.admission import Webhook
-from rayjob_advisor_testkit.advisor import running_advisor
-from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
+from rayjob_advisor_testkit.profiles import WORKLOAD
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 
 @pytest.fixture(scope="module")
 def webhook() -> Iterator[Webhook]:
     """One webhook replica for the module: it keeps no state between reviews."""
-    with running_advisor(
-        "webhook", objects=[profile_manifest()], shipped_profiles=False, refit_interval_seconds=0.1
-    ) as advisor:
+    with admission_fuzz.fuzzing_webhook() as advisor:
         advisor.wait_for_model(WORKLOAD)
         yield advisor.webhook
         assert not advisor.api.objects("events") and not advisor.api.requests("PATCH"), (
@@ -96,44 +95,6 @@ def test_mode_off_is_left_alone(webhook):
     assert stored == job("off") and "patch" not in response
 
 
-GARBAGE = st.one_of(st.text(max_size=12), st.integers(-5, 10**6).map(str))
-VALID = {
-    ann.WORKLOAD: st.just(WORKLOAD),
-    ann.DEADLINE: st.sampled_from(["15s", "40s", "2h", "2026-12-02T18:00:00Z"]),
-    ann.MODE: st.sampled_from(["off", "recommend", "enforce"]),
-    ann.DATASET_SIZE: st.integers(1000, 50000).map(str),
-    ann.EPOCHS: st.integers(1, 3).map(str),
-    ann.BATCH_SIZE: st.sampled_from(["32", "64", "128"]),
-    ann.CONFIDENCE: st.sampled_from(["0.5", "0.9", "0.99"]),
-    ann.SCALE_GROUP: st.sampled_from(["g0", "g1", "nope"]),
-    ann.WORKERS_ENV: st.just("NUM_WORKERS"),
-    ann.WORKERS_ARG: st.just("--num-workers"),
-    ann.WORKERS_FROM: st.just("cluster"),
-}
-
-
-@st.composite
-def random_rayjobs(draw) -> dict:
-    groups = []
-    for index in range(draw(st.integers(0, 3))):
-        low = draw(st.integers(0, 4))
-        high = draw(st.integers(0, 8))
-        resources = draw(st.sampled_from([None, {"limits": {"nvidia.com/gpu": "1"}}, {"requests": {"cpu": "500m"}}]))
-        group = worker_group(
-            f"g{index}", resources=resources, replicas=draw(st.integers(0, 10)), minReplicas=low, maxReplicas=high
-        )
-        if draw(st.booleans()):
-            group["numOfHosts"] = draw(st.integers(1, 4))
-        groups.append(group)
-    notes = {
-        key: draw(st.one_of(VALID[key], GARBAGE) if draw(st.integers(0, 9)) == 0 else VALID[key])
-        for key in draw(st.sets(st.sampled_from(ann.INPUT_KEYS)))
-        | ({ann.DATASET_SIZE, ann.DEADLINE, ann.MODE} if draw(st.booleans()) else set())
-    }  # mostly valid values, one in ten garbage; half the jobs plan a deadline
-    notes.setdefault(ann.WORKLOAD, WORKLOAD)
-    return make_rayjob(annotations=notes, groups=groups)
-
-
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
@@ -147,3 +108,80 @@ def test_any_rayjob_is_allowed_with_a_valid_patch_and_sound_bounds(webhook, rayj
         if new != old:  # only an enforced rewrite changes a group, and it keeps min <= replicas <= max
             assert new["minReplicas"] <= new["replicas"] <= new["maxReplicas"]
             assert ann.ORIGINAL_REPLICAS in stored["metadata"]["annotations"]
+
+
+def test_only_a_create_is_resized(webhook):
+    stored, response = webhook.admit(job("enforce", deadline="25s"), operation="UPDATE")
+    assert replicas_of(stored) == (1, 1, 4) and ann.ORIGINAL_REPLICAS not in stored["metadata"]["annotations"]
+    assert response["warnings"][0].startswith("rayjob-advisor: recommends")
+
+
+def envelope_with(path: tuple, value) -> bytes:
+    return json.dumps(admission_fuzz._set(Webhook.envelope(job()), path, value)).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        (b"{", 400, "not JSON: JSONDecodeError"),
+        (b"[]", 400, "body: Input should be a valid dictionary"),
+        (b"\xff\xfe\x00", 400, "not JSON: UnicodeDecodeError"),
+        (b"[" * 5000 + b"]" * 5000, 400, "not JSON: RecursionError"),
+        (envelope_with(("request", "uid"), ...), 400, "request.uid: Field required"),
+        (envelope_with(("request", "userInfo"), None), 400, "request.userInfo: Input should be a valid dictionary"),
+        (envelope_with(("request", "object", "kind"), "Pod"), 400, "request.object is ray.io/v1 Pod, but request.kind"),
+        (
+            envelope_with(("request", "object", "metadata", "annotations", ann.MODE), False),
+            400,
+            "Input should be a valid string",
+        ),
+        (
+            envelope_with(("request", "object", "spec", "entrypoint"), "x" * admission.MAX_REQUEST_BYTES),
+            413,
+            "over 3145728 bytes",
+        ),
+    ],
+    ids=["not-json", "a-list", "binary", "nested", "no-uid", "no-user", "a-pod", "boolean-annotation", "over-3-MiB"],
+)
+def test_malformed_reviews_get_a_4xx_with_the_reason(webhook, body, status, reason):
+    answer = webhook.post(body)
+    assert answer[0] == status and reason in answer[1] and reason in answer[2].decode()
+
+
+def test_a_review_over_1_mib_is_read(webhook):
+    rayjob = job("enforce", deadline="25s")
+    rayjob["spec"]["entrypoint"] = "x" * 2 * 2**20
+    stored, _ = webhook.admit(rayjob)
+    assert replicas_of(stored)[0] > 1
+
+
+def test_annotations_are_never_taken_past_256_kib(webhook):
+    rayjob = job("enforce", deadline="25s")
+    notes = rayjob["metadata"]["annotations"]
+    notes["example.com/blob"] = "x" * (admission.ANNOTATIONS_LIMIT - admission.annotations_size(notes) - 100)
+    stored, response = webhook.admit(rayjob)
+    assert stored == rayjob and "patch" not in response and len(response["warnings"]) == 1
+    assert "over Kubernetes' limit of 262144: none written, replicas unchanged" in response["warnings"][0]
+
+
+def test_a_failure_is_named_in_the_warning(webhook):
+    rayjob = job("enforce")
+    rayjob["spec"]["rayClusterSpec"] = ["not", "a", "map"]
+    response = webhook.review(rayjob)
+    assert response["allowed"] and "patch" not in response
+    assert response["warnings"] == [
+        "rayjob-advisor: could not advise: AttributeError: 'list' object has no attribute 'get'; admitted unchanged"
+    ]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=admission_fuzz.cases())
+def test_fuzz_no_5xx_no_denial_no_invalid_patch(webhook, case):
+    assert admission_fuzz.exchange(webhook, case).problems == []
+
+
+def test_kopfs_own_failure_fails_open(webhook):
+    status, _, body = webhook.post(envelope_with(("request", "resource", "resource"), "pods"))
+    response = json.loads(body)["response"]
+    assert status == 200 and response["allowed"] and "patch" not in response
+    assert response["warnings"][0].startswith("rayjob-advisor: could not answer: UnknownResourceError: ")

@@ -134,7 +134,10 @@ def _numbers(text: str) -> list[float]:
 
 
 def _load(args: argparse.Namespace, path: pathlib.Path, workload: str | None) -> list[Observation]:
-    observations, problems = read_observations(path, skip_bad_rows=args.skip_bad_rows)
+    try:
+        observations, problems = read_observations(path, skip_bad_rows=args.skip_bad_rows)
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not an observations CSV (not UTF-8 text)") from None
     for problem in problems:
         print(f"rayjob-advisor: warning: skipped {problem}", file=sys.stderr)
     chosen = profiles.observations_for_workload(observations, workload)
@@ -252,14 +255,61 @@ def _run(args: argparse.Namespace) -> None:
     asyncio.run(kopf.operator(**run.operator_arguments(config)))
 
 
+_YAML_STRING = "tag:yaml.org,2002:str"
+_YAML_TYPES = {"bool": "a boolean", "int": "an integer", "float": "a number", "timestamp": "a timestamp"}
+
+
 def _read_rayjob(path: pathlib.Path) -> dict[str, Any]:
-    """The one RayJob of a (possibly multi-document) manifest file."""
-    with path.open(encoding="utf-8") as stream:
-        documents = [d for d in yaml.safe_load_all(stream) if isinstance(d, dict)]
-    rayjobs = [d for d in documents if d.get("kind") == "RayJob"]
+    """The one RayJob of a (possibly multi-document) manifest file, its metadata as the API server decodes it.
+
+    Annotation and label values must be strings. YAML 1.1 reads an unquoted
+    ``off``/``on``/``yes``/``no`` as a boolean, ``2026-12-02T18:00:00Z`` as a
+    timestamp and ``16000`` as a number, which kubectl would reject: the error
+    shows the value quoted, as the user wrote it (the YAML node's own text).
+    """
+    try:
+        with path.open(encoding="utf-8") as stream:
+            nodes = list(yaml.compose_all(stream, Loader=yaml.SafeLoader))
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not a YAML manifest (not UTF-8 text)") from None
+    loader = yaml.SafeLoader("")
+    documents = [(node, loader.construct_document(node)) for node in nodes]
+    rayjobs = [(node, d) for node, d in documents if isinstance(d, dict) and d.get("kind") == "RayJob"]
     if len(rayjobs) != 1:
         raise CliError(f"{path}: expected exactly one RayJob document, found {len(rayjobs)}")
-    return rayjobs[0]
+    node, rayjob = rayjobs[0]
+    metadata = _child(node, "metadata")
+    if not isinstance(rayjob.get("metadata") or {}, dict):
+        raise CliError(f"{path}: the RayJob's metadata is not a map")
+    for field in ("annotations", "labels"):
+        values = _child(metadata, field)
+        if values is not None and values.tag != "tag:yaml.org,2002:null" and not isinstance(values, yaml.MappingNode):
+            raise CliError(f"{path}:{values.start_mark.line + 1}: metadata.{field} is not a map")
+        for key, value in values.value if isinstance(values, yaml.MappingNode) else []:
+            where = f"{path}:{key.start_mark.line + 1}: metadata.{field}"
+            if key.tag != _YAML_STRING:
+                raise CliError(f"{where}: key {key.value}: {_not_a_string(key)}")
+            if value.tag != _YAML_STRING:
+                raise CliError(f"{where}: {key.value}: {_not_a_string(value, key.value)}")
+    return rayjob
+
+
+def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    """The value node of ``key`` in a YAML mapping node."""
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return None
+
+
+def _not_a_string(node: yaml.Node, key: str = "") -> str:
+    """Why a YAML node is no string, and the fix (``key``: the annotation or label it is the value of)."""
+    if not isinstance(node, yaml.ScalarNode):
+        return f"a {'list' if isinstance(node, yaml.SequenceNode) else 'map'} where Kubernetes takes a string"
+    if not node.value:
+        return f'an empty value (null) where Kubernetes takes a string: write {key}: "" for an empty one'
+    kind = _YAML_TYPES.get(node.tag.rsplit(":", 1)[-1], "no string")
+    fix = f"{key}: {json.dumps(node.value)}" if key else json.dumps(node.value)
+    return f"YAML reads {node.value} as {kind}, and Kubernetes takes strings only: quote it: {fix}"
 
 
 def _confidence(value: float) -> float:
@@ -277,7 +327,13 @@ def _predict(args: argparse.Namespace) -> None:
     inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
     if args.confidence is not None:
         inputs = inputs.model_copy(update={"confidence": _confidence(args.confidence)})
-    job = features.features_from_rayjob(rayjob, inputs)
+    try:
+        job = features.features_from_rayjob(rayjob, inputs)
+    except (AttributeError, TypeError, KeyError, IndexError) as exc:  # a field of the wrong type in the spec
+        raise CliError(
+            f"{args.filename}: not a RayJob KubeRay's CRD accepts ({type(exc).__name__}: {exc}); "
+            "`kubectl apply --dry-run=server -f` names the field"
+        ) from None
     prediction.require_predictable(job)
     workload = job.workload or args.workload
     data = args.data or profiles.shipped_data(workload)

@@ -6,6 +6,7 @@ import base64
 import copy
 import json
 import ssl
+import urllib.error
 import urllib.request
 import uuid
 from typing import Any
@@ -22,30 +23,48 @@ class Webhook:
         self.url = f"https://127.0.0.1:{port}/advise"
         self.context = ssl.create_default_context(cafile=ca)
 
-    def review(self, rayjob: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
-        """The webhook's AdmissionResponse to the creation of ``rayjob``."""
+    @staticmethod
+    def envelope(rayjob: dict[str, Any], operation: str = "CREATE", dry_run: bool = False) -> dict[str, Any]:
+        """The AdmissionReview the API server sends for ``operation`` on ``rayjob`` (UPDATE: from itself)."""
+        new, old = {"DELETE": (None, rayjob), "UPDATE": (rayjob, rayjob)}.get(operation, (rayjob, None))
         request = {
             "uid": str(uuid.uuid4()),
             "kind": {"group": "ray.io", "version": "v1", "kind": "RayJob"},
             "resource": {"group": "ray.io", "version": "v1", "resource": "rayjobs"},
             "name": rayjob["metadata"]["name"],
             "namespace": rayjob["metadata"].get("namespace", "default"),
-            "operation": "CREATE",
+            "operation": operation,
             "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": rayjob,
-            "oldObject": None,
+            "object": new,
+            "oldObject": old,
             "dryRun": dry_run,
         }
-        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
-        http = urllib.request.Request(self.url, body.encode(), {"Content-Type": "application/json"})
-        with urllib.request.urlopen(http, context=self.context, timeout=10) as answer:
-            response: dict[str, Any] = json.load(answer)["response"]
-        assert response["uid"] == request["uid"]
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+    def post(self, body: bytes) -> tuple[int, str, bytes]:
+        """(HTTP status, reason, body) of the webhook's answer to any request body."""
+        http = urllib.request.Request(self.url, body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(http, context=self.context, timeout=30) as answer:
+                return answer.status, answer.reason, answer.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                return error.code, error.reason, error.read()
+
+    def review(self, rayjob: dict[str, Any], dry_run: bool = False, operation: str = "CREATE") -> dict[str, Any]:
+        """The webhook's AdmissionResponse to ``operation`` (default: the creation) of ``rayjob``."""
+        envelope = self.envelope(rayjob, operation, dry_run)
+        status, reason, body = self.post(json.dumps(envelope).encode())
+        assert status == 200, (status, reason)
+        response: dict[str, Any] = json.loads(body)["response"]
+        assert response["uid"] == envelope["request"]["uid"]
         return response
 
-    def admit(self, rayjob: dict[str, Any], dry_run: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    def admit(
+        self, rayjob: dict[str, Any], dry_run: bool = False, operation: str = "CREATE"
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the RayJob as it would be stored, the response); asserts it is allowed and valid."""
-        response = self.review(rayjob, dry_run)
+        response = self.review(rayjob, dry_run, operation)
         assert response["allowed"] is True, response
         patched = copy.deepcopy(rayjob)
         if "patch" in response:

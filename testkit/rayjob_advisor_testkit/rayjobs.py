@@ -11,12 +11,13 @@ from rayjob_advisor_testkit import schemas
 from rayjob_advisor_testkit.paths import KUBERAY_CRDS, SAMPLES
 
 RAYJOB_SCHEMA = schemas.crd_schema(KUBERAY_CRDS / "ray.io_rayjobs.yaml", "v1")
-_rayjob_violations = schemas.schema_checker(RAYJOB_SCHEMA)
+rayjob_violations = schemas.schema_checker(RAYJOB_SCHEMA)
+"""Every schema violation of a RayJob (after defaulting) against the real KubeRay CRD, as "path: message"."""
 
 
 def assert_valid_rayjob(rayjob: dict[str, Any]) -> None:
     """Fail with every schema violation of a RayJob (after defaulting) against the real KubeRay CRD."""
-    errors = _rayjob_violations(rayjob)
+    errors = rayjob_violations(rayjob)
     assert not errors, "\n".join(errors)
 
 
