@@ -125,6 +125,18 @@ def test_sweep_options_are_checked(capsys):
     assert "unknown workload 'x'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--repeats", "0"), ("--repeats", "2,3"), ("--gpus-per-worker", "-1"), ("--gpus-per-worker", "nan"),
+     ("--cpus-per-worker", "nan"), ("--workers", "0")],
+)  # fmt: skip
+def test_bad_sweep_numbers_are_usage_errors_before_ray_starts(option, value, capsys):
+    argv = ["profile", "--workload", "digits-cnn", "--workers", "1", "--dataset-sizes", "8", "--batch-size", "8"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--out", "o.csv", option, value])
+    assert exited.value.code == 2 and f"argument {option}: {value!r}" in capsys.readouterr().err
+
+
 # Real Ray Train: one tiny run through the CLI, one failing training function.
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import pathlib
 import sys
 import tempfile
@@ -92,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--epochs", type=_integers, default=[1], help="epochs (default 1)")
     profile.add_argument("--batch-size", type=_integers, help="global batch sizes, e.g. 64,256")
     profile.add_argument("--cpus-per-worker", type=_numbers, default=[1.0], help="CPUs per worker (default 1)")
-    profile.add_argument("--gpus-per-worker", type=float, default=0.0, help="GPUs per worker (default 0)")
-    profile.add_argument("--repeats", type=int, default=3, help="runs per configuration (default 3)")
+    profile.add_argument("--gpus-per-worker", type=_gpus, default=0.0, help="GPUs per worker (default 0)")
+    profile.add_argument("--repeats", type=_count, default=3, help="runs per configuration (default 3)")
     profile.add_argument("--address", help="an existing Ray cluster (default: start Ray here)")
     profile.add_argument("--storage-path", help="Ray Train storage (default: a temporary folder)")
     profile.add_argument("--out", type=pathlib.Path, help="observations CSV to append to")
@@ -128,9 +129,28 @@ def _integers(text: str) -> list[int]:
 
 def _numbers(text: str) -> list[float]:
     values = [float(part) for part in text.split(",") if part.strip()]
-    if not values or min(values) <= 0:
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: expected positive numbers separated by commas")
     return values
+
+
+def _count(text: str) -> int:
+    """A positive integer (``--repeats``): zero runs would start Ray for nothing."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive integer")
+    return value
+
+
+def _gpus(text: str) -> float:
+    """GPUs per worker: finite and not negative (Ray would wait forever for a negative amount)."""
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of GPUs, 0 or more")
+    return value
 
 
 def _load(args: argparse.Namespace, path: pathlib.Path, workload: str | None) -> list[Observation]:
