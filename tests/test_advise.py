@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import features, profiles
+from rayjob_advisor import features, planner, prediction, profiles
 from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
 from rayjob_advisor.config import OperatorConfig, load_config
 from rayjob_advisor_testkit.profiles import synthetic_observations
@@ -280,6 +280,139 @@ def training_count_in(rayjob: dict, training: features.TrainingCount) -> str:
     pod = spec["rayClusterSpec"]["headGroupSpec"] if training.place == "head env" else spec["submitterPodTemplate"]
     (value,) = [e["value"] for e in pod["template"]["spec"]["containers"][0]["env"] if e["name"] == training.name]
     return value
+
+
+# GPUs per worker: changed only where the profile varied them, and then in Kubernetes and Ray alike.
+@pytest.fixture(scope="module")
+def gpu_store():
+    """The synthetic workload profiled at 1, 2 and 4 GPUs per worker."""
+    store = profiles.ProfileStore(shipped=False)
+    store.put("default", "synthetic", "synthetic", synthetic_observations(gpus_per_worker=(1, 2, 4)), []).fit()
+    return store
+
+
+@pytest.fixture(scope="module")
+def one_gpu_store():
+    """The synthetic workload profiled at 1 GPU per worker only."""
+    store = profiles.ProfileStore(shipped=False)
+    store.put("default", "synthetic", "synthetic", synthetic_observations(gpus_per_worker=(1,)), []).fit()
+    return store
+
+
+def gpu_deadline_job(mode: str, deadline: str, gpus: str, replicas: int = 2, high: int = 4) -> dict:
+    """``deadline_job`` on ``gpus`` GPUs per worker, set in the container and Ray's ``num-gpus`` alike."""
+    quantity = {"cpu": "4", "nvidia.com/gpu": gpus}
+    group = worker_group(
+        replicas=replicas, minReplicas=1, maxReplicas=high, resources={"limits": quantity, "requests": dict(quantity)},
+        rayStartParams={"num-gpus": gpus},
+    )  # fmt: skip
+    rayjob = deadline_job(mode, deadline=deadline, replicas=replicas)
+    rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"] = [group]
+    return rayjob
+
+
+def gpu_settings(rayjob: dict) -> list[tuple[dict, dict, str | None]]:
+    """Each worker group's GPU limits, GPU requests and num-gpus, read here without the advisor's code."""
+    settings = []
+    for group in rayjob["spec"]["rayClusterSpec"].get("workerGroupSpecs", []):
+        resources = group["template"]["spec"]["containers"][0].get("resources") or {}
+        limits, requests = ({k: v for k, v in (resources.get(kind) or {}).items() if k.endswith("gpu")}
+                            for kind in ("limits", "requests"))  # fmt: skip
+        settings.append((limits, requests, (group.get("rayStartParams") or {}).get("num-gpus")))
+    return settings
+
+
+def test_enforce_takes_fewer_gpus_per_worker_when_that_is_cheaper(gpu_store):
+    rayjob = gpu_deadline_job("enforce", deadline="10m", gpus="2")
+    advice = advise(rayjob, gpu_store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    notes = after["metadata"]["annotations"]
+    plan = json.loads(notes[ann.RECOMMENDATION])
+    assert (plan["replicas"], plan["gpusPerWorker"], plan["currentGpusPerWorker"]) == (1, 1.0, 2.0)
+    assert gpu_settings(after) == [({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"}, "1")]
+    assert yaml.safe_load(after["spec"]["runtimeEnvYAML"]) == {"env_vars": {"NUM_WORKERS": "1"}}
+    assert json.loads(notes[ann.ORIGINAL_REPLICAS]) == {
+        "groupName": "workers", "replicas": 2, "minReplicas": 1, "maxReplicas": 4, "gpusPerWorker": 2.0,
+        "training": {"method": "env:NUM_WORKERS", "place": "runtimeEnvYAML", "workers": 2},
+    }  # fmt: skip
+    assert advice.warnings[0].startswith(
+        "rayjob-advisor: set workers replicas 2 -> 1, GPUs per worker 2 -> 1 and NUM_WORKERS 2 -> 1 in runtimeEnvYAML: "
+        "1 replicas x 1 GPUs is the cheapest that finishes in time"
+    )
+
+
+def test_enforce_takes_more_gpus_per_worker_when_the_deadline_needs_them(gpu_store):
+    rayjob = gpu_deadline_job("enforce", deadline="40s", gpus="1", replicas=1, high=1)  # one pod: only GPUs can grow
+    advice = advise(rayjob, gpu_store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    assert (plan["replicas"], plan["gpusPerWorker"], plan["meetsDeadline"]) == (1, 4.0, True)
+    assert gpu_settings(after) == [({"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "4"}, "4")]
+    assert after["spec"]["runtimeEnvYAML"] == rayjob["spec"]["runtimeEnvYAML"]  # same pods, same Ray Train workers
+    assert "training" not in json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])
+    assert advice.warnings[0].startswith(
+        "rayjob-advisor: set workers GPUs per worker 1 -> 4: 1 replicas x 4 GPUs is the cheapest"
+    )
+
+
+def test_recommend_and_unknown_counts_leave_gpus_alone(gpu_store):
+    recommended = advise(gpu_deadline_job("recommend", "10m", gpus="2"), gpu_store, policy=POLICY, may_resize=True,
+                         now=NOW)  # fmt: skip
+    assert "spec" not in recommended.patch
+    assert recommended.warnings[0].startswith("rayjob-advisor: recommends 1 replicas x 1 GPUs: ")
+    unknown = gpu_deadline_job("enforce", deadline="10m", gpus="2")
+    del unknown["spec"]["runtimeEnvYAML"]
+    advice = advise(unknown, gpu_store, policy=POLICY, may_resize=True, now=NOW)
+    assert not advice.resized and applied(unknown, advice)["spec"] == unknown["spec"]
+    assert "; not resized: the RayJob does not say how many Ray Train workers" in advice.warnings[0]
+
+
+def test_the_what_if_table_covers_every_gpu_count_the_profile_measured(gpu_store):
+    rayjob = gpu_deadline_job("recommend", deadline="10m", gpus="2")
+    job = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+    model = gpu_store.find("default", "synthetic").model
+    rows = prediction.what_if(job, model, 0.9, model.startup_seconds_, planner.Prices())
+    assert [(row.replicas, row.gpus_per_worker) for row in rows] == [(r, g) for r in (1, 2, 3, 4) for g in (1, 2, 4)]
+    by_size = {(row.replicas, row.gpus_per_worker): row for row in rows}
+    assert by_size[(2, 4.0)].p50 < by_size[(2, 2.0)].p50 < by_size[(2, 1.0)].p50  # more GPUs, faster
+    assert by_size[(2, 4.0)].cost > by_size[(2, 2.0)].cost > by_size[(2, 1.0)].cost  # ... but not proportionally
+
+
+# Every KubeRay sample (with a workload and a dataset size), enforced: GPU quantities change only where they may.
+@pytest.mark.parametrize("deadline", ["20s", "6h"])
+@pytest.mark.parametrize(("name", "rayjob"), RESIZABLE, ids=[n for n, _ in RESIZABLE])
+def test_enforce_never_changes_gpus_the_profile_fixed(store, one_gpu_store, name, rayjob, deadline):
+    rayjob = json.loads(json.dumps(rayjob))
+    rayjob["metadata"].setdefault("annotations", {}).update(
+        {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.MODE: "enforce", ann.DEADLINE: deadline}
+    )
+    for fixed in (store, one_gpu_store):  # CPU-only runs; runs at 1 GPU per worker only
+        after = applied(rayjob, advise(rayjob, fixed, policy=POLICY, may_resize=True, now=NOW))
+        assert gpu_settings(after) == gpu_settings(rayjob)
+
+
+@pytest.mark.parametrize("deadline", ["20s", "6h"])
+@pytest.mark.parametrize(("name", "rayjob"), RESIZABLE, ids=[n for n, _ in RESIZABLE])
+def test_enforced_gpus_keep_kubernetes_and_ray_in_agreement(gpu_store, name, rayjob, deadline):
+    rayjob = json.loads(json.dumps(rayjob))
+    rayjob["metadata"].setdefault("annotations", {}).update(
+        {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.MODE: "enforce", ann.DEADLINE: deadline}
+    )
+    before = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+    advice = advise(rayjob, gpu_store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    pairs = zip(gpu_settings(rayjob), gpu_settings(after), strict=True)
+    changed = [index for index, (old, new) in enumerate(pairs) if old != new]
+    if not changed:  # a GPU group that may change them and misses 20 s (the resnet sample) goes to the most GPUs
+        assert not (before.gpus_resizable and before.training.blocker is None and deadline == "20s")
+        return
+    assert changed == [before.scale_group.index] and before.gpus_resizable and before.training.blocker is None
+    limits, requests, num_gpus = gpu_settings(after)[before.scale_group.index]
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    assert set(limits.values()) == {str(round(plan["gpusPerWorker"]))} and requests in ({}, limits)
+    assert num_gpus in (None, *limits.values())
+    original = json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])
+    assert original["gpusPerWorker"] == before.gpus_per_worker
 
 
 # A Ray Train script that sizes itself from NUM_WORKERS, as KubeRay's pytorch-mnist sample does, and reports the size.

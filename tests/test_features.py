@@ -107,6 +107,43 @@ def test_with_replicas_changes_only_the_scaled_group():
     assert (bigger.workers, bigger.scale_group.replicas, job.workers) == (10, 5, 4)
 
 
+GPU = {"limits": {"cpu": "4", "nvidia.com/gpu": "1"}, "requests": {"cpu": "4", "nvidia.com/gpu": "1"}}
+
+
+def gpu_job(resources=GPU, runtime_env="env_vars: {NUM_WORKERS: '2'}", notes=None) -> features.Features:
+    """Two pods of ``resources``, the count in ``runtime_env``."""
+    spec = {"runtimeEnvYAML": runtime_env} if runtime_env else {}
+    return extract(make_rayjob(annotations=notes, groups=[worker_group(resources=resources)], **spec))
+
+
+def test_with_gpus_changes_the_scaled_groups_gpus_per_worker():
+    job = gpu_job()
+    assert job.scale_group.gpu_resources == ("nvidia.com/gpu",) and job.gpus_resizable
+    more = job.with_replicas(3).with_gpus(4.0)
+    assert (more.gpus_per_worker, more.scale_group.gpus, more.workers, job.gpus_per_worker) == (4.0, 4.0, 3, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("job", "why"),
+    [
+        (gpu_job(resources={"limits": {"cpu": "4"}}), "a CPU-only group"),
+        (gpu_job(resources={"limits": {"nvidia.com/gpu": "0"}}), "no GPU"),
+        (gpu_job(resources={"limits": {"nvidia.com/gpu": "1", "amd.com/gpu": "1"}}), "two GPU resources, one sum"),
+        (gpu_job(runtime_env="env_vars: {NUM_WORKERS: '4'}"), "two Ray Train workers share each pod's GPUs"),
+        (gpu_job(notes={contract.WORKERS_FROM: "cluster"}), "the script may count the cluster's GPUs"),
+        (gpu_job().model_copy(update={"resize_blocker": "the autoscaler owns it"}), "a group we may not resize"),
+    ],
+)
+def test_gpus_per_worker_stay_where_changing_them_is_not_well_defined(job, why):
+    assert not job.gpus_resizable, why
+
+
+def test_spare_pods_and_unknown_counts_leave_gpus_resizable():
+    # a spare pod's worker has the pod's GPUs; an unknown count is planned (enforce then declines: training.blocker)
+    assert gpu_job(runtime_env="env_vars: {NUM_WORKERS: '1'}").gpus_resizable
+    assert gpu_job(runtime_env=None).gpus_resizable
+
+
 def test_autoscaling_jobs_are_predicted_but_not_resizable():
     job = extract(make_rayjob())
     rayjob = make_rayjob()

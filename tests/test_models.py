@@ -128,6 +128,7 @@ def test_runtime_model_fits_predicts_and_states_its_assumptions(synthetic):
     assert model.selected_ in CANDIDATES and model.n_samples_ == len(synthetic)
     assert model.workers_per_node_ == 4  # the synthetic profile runs 1-4 workers on one node
     assert set(model.fixed_columns_) == {1, 4, 5}  # epochs, cpus, gpus never vary
+    assert model.measured_gpus_ == (0.0,)
     p50 = model.predict([features(4), features(4, size=16000)])
     assert p50[1] > 1.5 * p50[0]
     upper = model.predict_upper([features(4)], 0.9)

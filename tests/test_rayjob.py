@@ -57,6 +57,35 @@ def test_resizing_widens_min_and_max_only_as_needed():
     assert rayjob.body["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["replicas"] == 2  # the body is not touched
 
 
+@pytest.mark.parametrize(
+    ("resources", "params", "expected", "expected_params"),
+    [
+        (  # limits and requests alike, Ray's num-gpus with them
+            {"limits": {"cpu": "4", "nvidia.com/gpu": 2}, "requests": {"cpu": "4", "nvidia.com/gpu": "2"}},
+            {"num-gpus": "2", "dashboard-host": "0.0.0.0"},
+            {"limits": {"cpu": "4", "nvidia.com/gpu": "4"}, "requests": {"cpu": "4", "nvidia.com/gpu": "4"}},
+            {"num-gpus": "4", "dashboard-host": "0.0.0.0"},
+        ),
+        (  # only where set: Kubernetes defaults the request to the limit, KubeRay num-gpus to the container's
+            {"limits": {"amd.com/gpu": "1"}},
+            {},
+            {"limits": {"amd.com/gpu": "4"}},
+            {},
+        ),
+    ],
+)
+def test_resizing_gpus_rewrites_every_gpu_quantity_and_num_gpus(resources, params, expected, expected_params):
+    rayjob = make_rayjob(groups=[worker_group("cpu"), worker_group("gpu", resources, rayStartParams=params)])
+    patch, original = RayJob(rayjob).resize(1, 3, gpus=4.0)
+    cpu, gpu = patch["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert gpu["template"]["spec"]["containers"][0]["resources"] == expected
+    assert (gpu["rayStartParams"], gpu["replicas"]) == (expected_params, 3)
+    assert cpu == rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert original == {"groupName": "gpu", "replicas": 2, "minReplicas": 1, "maxReplicas": 8}
+    group = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]
+    assert group["template"]["spec"]["containers"][0]["resources"] == resources  # the body is not touched
+
+
 def test_merge_patches_merge_nested_mappings_and_replace_the_rest():
     target = {"metadata": {"annotations": {"a": "1"}}, "spec": {"suspend": True}}
     source = {"metadata": {"annotations": {"b": None}}, "spec": {"suspend": False, "x": [1]}}

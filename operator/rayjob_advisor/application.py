@@ -2,7 +2,8 @@
 
 ``advise``: before a RayJob runs, one merge patch (the prediction and
 recommendation annotations, in ``enforce`` mode the resized worker group
-and Ray Train worker count — both or neither — with ``original-replicas``,
+(replicas and, where the plan changes them, GPUs per worker) and Ray Train
+worker count — both or neither — with ``original-replicas``,
 and the release of a job held for us) and the messages that explain it.
 ``learn``: when it has finished, what its run teaches (the observation to
 append, the error of our prediction, its deadline outcome). Bad input never raises: it becomes the ``error``
@@ -103,14 +104,14 @@ def advise(
     known = {"workload": inputs.workload, "p50": result.p50}
     if plan is None:
         return Advice(patch=merge(_annotations(notes), release), **known)
-    enforce = may_resize and inputs.mode == "enforce" and plan.replicas != plan.current_replicas
+    enforce = may_resize and inputs.mode == "enforce" and plan.changes
     blocker = job.training.blocker if enforce else None
     if blocker:
         plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()
     if enforce and not blocker:
         return _resized(rayjob, job, plan, notes, release, known)
-    text = f"recommends {plan.replicas} replicas: {plan.reason}"
+    text = f"recommends {plan.size}: {plan.reason}"
     if blocker:
         message = Message(reason="NotResized", text=text, warning=True)
     else:
@@ -127,18 +128,23 @@ def _resized(
     known: dict[str, Any],
 ) -> Advice:
     """The advice that applies ``plan`` to the scaled group and Ray Train alike, recording what they had before."""
-    assert job.scale_group is not None  # a plan that changes replicas has a group to change
-    resize, original = rayjob.resize(job.scale_group.index, plan.replicas)
-    changes = f"{plan.group} replicas {plan.current_replicas} -> {plan.replicas}"
+    assert job.scale_group is not None  # a plan that changes the size has a group to change
+    gpus = plan.gpus_per_worker if plan.gpus_per_worker != plan.current_gpus_per_worker else None
+    resize, original = rayjob.resize(job.scale_group.index, plan.replicas, gpus)
+    changes = [f"replicas {plan.current_replicas} -> {plan.replicas}"] if plan.replicas != plan.current_replicas else []
+    if gpus is not None:
+        original["gpusPerWorker"] = plan.current_gpus_per_worker
+        changes.append(f"GPUs per worker {plan.current_gpus_per_worker:g} -> {gpus:g}")
     training = job.training
-    if training.count is not None:
+    if training.count is not None and plan.replicas != plan.current_replicas:
         count = job.with_replicas(plan.replicas).workers
         merge(resize, rayjob.set_training_workers(training, count))
         original["training"] = {"method": training.method, "place": training.place, "workers": training.count}
-        changes += f" and {training.name} {training.count} -> {count} in {training.place}"
+        changes.append(f"{training.name} {training.count} -> {count} in {training.place}")
     notes[contract.ORIGINAL_REPLICAS] = contract.compact_json(original)
     patch = merge(merge(_annotations(notes), resize), release)
-    message = Message(reason="Resized", text=f"set {changes}: {plan.reason}")
+    listed = ", ".join(changes[:-1]) + " and " + changes[-1] if len(changes) > 1 else changes[0]
+    message = Message(reason="Resized", text=f"set {plan.group} {listed}: {plan.reason}")
     return Advice(patch=patch, messages=(message,), resized=True, **known)
 
 

@@ -404,15 +404,15 @@ def _prediction_table(
         lines.append(f"not resizable: {job.resize_blocker}")
     if recommendation is not None:
         verdict = "meets" if recommendation.meets_deadline else "MISSES"
-        lines.append(f"decision: {recommendation.replicas} replicas ({verdict} the deadline) - {recommendation.reason}")
+        lines.append(f"decision: {recommendation.size} ({verdict} the deadline) - {recommendation.reason}")
     lines += [
         "",
         f"what if ({where.split(':')[0]}):",
-        f"{'replicas':>8} {'workers':>8} {'median':>10} {'upper':>10} {'cost':>10}",
+        f"{'replicas':>8} {'GPUs/worker':>11} {'workers':>8} {'median':>10} {'upper':>10} {'cost':>10}",
     ]
     for row in rows:
         lines.append(
-            f"{row.replicas:>8} {row.workers:>8} {contract.format_duration(row.p50):>10} "
+            f"{row.replicas:>8} {row.gpus_per_worker:>11g} {row.workers:>8} {contract.format_duration(row.p50):>10} "
             f"{contract.format_duration(row.upper):>10} {row.cost:>10.4f}"
         )
     lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in notes.items()]

@@ -75,6 +75,7 @@ class WorkerGroup(pydantic.BaseModel):
     suspended: bool
     cpus: float | None
     gpus: float
+    gpu_resources: tuple[str, ...] = ()  # the GPU resource names its Ray container sets
     memory_bytes: int | None
     accelerators: dict[str, float]
 
@@ -153,6 +154,32 @@ class Features(pydantic.BaseModel):
             raise UnpredictableJob("this RayJob has no worker group to resize")
         group = self.scale_group.model_copy(update={"replicas": replicas, "suspended": False})
         return self.model_copy(update={"scale_group": group, "workers": self.training.at(group.workers)})
+
+    @property
+    def gpus_resizable(self) -> bool:
+        """Whether the planner may change the scaled group's GPUs per worker (when the profile varied them).
+
+        Not for a group it may not resize, a CPU-only one, one whose container
+        sets several GPU resources (their sum is the count), nor where Ray
+        Train's workers would not follow the pods' GPUs one to one: several
+        workers sharing a pod, or a script that sizes itself from the cluster.
+        """
+        group, training = self.scale_group, self.training
+        return (
+            group is not None
+            and not self.resize_blocker
+            and group.gpus > 0
+            and len(group.gpu_resources) == 1
+            and training.source != "cluster"
+            and (training.count is None or training.count <= training.pods)
+        )
+
+    def with_gpus(self, gpus: float) -> Features:
+        """The same job with ``gpus`` per worker of the scaled group."""
+        if self.scale_group is None:
+            raise UnpredictableJob("this RayJob has no worker group to resize")
+        group = self.scale_group.model_copy(update={"gpus": gpus})
+        return self.model_copy(update={"scale_group": group, "gpus_per_worker": gpus})
 
     def replica_range(self) -> tuple[int, int]:
         """The replica counts the scaled group may take: ``[minReplicas, maxReplicas]``, leaving a Ray Train worker."""
@@ -398,16 +425,22 @@ def _container_resources(group: Mapping[str, Any], where: str) -> dict[str, Any]
         key: _quantity(value, f"{where} container {containers[0].get('name', 0)!r} resource {key!r}")
         for key, value in merged.items()
     }
-    gpus = sum(float(v) for k, v in amounts.items() if k.lower().endswith("gpu"))
-    accelerators = {k: float(v) for k, v in amounts.items() if "/" in k and not k.lower().endswith("gpu")}
+    gpu_resources = tuple(key for key in amounts if is_gpu(key))
+    accelerators = {k: float(v) for k, v in amounts.items() if "/" in k and not is_gpu(k)}
     cpus = amounts.get("cpu")
     memory = amounts.get("memory")
     return {
         "cpus": float(cpus) if cpus is not None else None,
-        "gpus": gpus,
+        "gpus": sum(float(amounts[key]) for key in gpu_resources),
+        "gpu_resources": gpu_resources,
         "memory_bytes": int(memory) if memory is not None else None,
         "accelerators": accelerators,
     }
+
+
+def is_gpu(resource: str) -> bool:
+    """A GPU resource name: ``nvidia.com/gpu``, ``amd.com/gpu``, ... any that ends in ``gpu``."""
+    return resource.lower().endswith("gpu")
 
 
 def _quantity(value: Any, what: str) -> Decimal:

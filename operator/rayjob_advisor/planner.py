@@ -1,16 +1,19 @@
-"""Deadline -> the cheapest replica count of the scaled group that finishes in time.
+"""Deadline -> the cheapest size of the scaled group that finishes in time.
 
-A replica count fits when the expected start-up plus the runtime's upper
-bound (at the job's confidence) ends before the deadline. Among those that
-fit, the cheapest wins — worker-seconds of expected runtime, weighted by CPU
-and GPU prices — and among equally cheap ones the fewest replicas. When none
-fits, the fastest is chosen and the recommendation says by how much it
-misses.
+A size is a replica count and, where the profile measured several, a number
+of GPUs per worker. It fits when the expected start-up plus the runtime's
+upper bound (at the job's confidence) ends before the deadline. Among those
+that fit, the cheapest wins — worker-seconds of expected runtime, weighted
+by CPU and GPU prices — and among equally cheap ones the fewest replicas,
+then GPUs. When none fits, the fastest is chosen and the recommendation
+says by how much it misses.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import math
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -22,6 +25,7 @@ from rayjob_advisor.features import Features
 from rayjob_advisor.models.design import Runlike
 
 MAX_CANDIDATES = 16
+MAX_GPU_CHOICES = 4
 
 
 class Prices(pydantic.BaseModel):
@@ -39,17 +43,26 @@ class Prices(pydantic.BaseModel):
 class RuntimePredictor(Protocol):
     """What the planner needs of a fitted ``RuntimeModel``."""
 
+    @property
+    def measured_gpus_(self) -> tuple[float, ...]: ...
+
     def predict(self, runs: Sequence[Runlike]) -> Iterable[float]: ...
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> Iterable[float]: ...
 
 
+def describe_size(replicas: int, gpus_per_worker: float) -> str:
+    """How reasons name a size: ``3 replicas``, or ``3 replicas x 2 GPUs`` for a GPU group."""
+    return f"{replicas} replicas" + (f" x {gpus_per_worker:g} GPUs" if gpus_per_worker else "")
+
+
 class Option(pydantic.BaseModel):
-    """One replica count: its Ray Train workers, predicted runtimes (seconds, start-up excluded), cost of its pods."""
+    """One size: its Ray Train workers, predicted runtimes (seconds, start-up excluded), cost of its pods."""
 
     model_config = pydantic.ConfigDict(frozen=True)
 
     replicas: int
+    gpus_per_worker: float
     workers: int
     p50: float
     upper: float
@@ -64,6 +77,8 @@ class Recommendation(pydantic.BaseModel):
     group: str | None
     replicas: int
     current_replicas: int
+    gpus_per_worker: float
+    current_gpus_per_worker: float
     meets_deadline: bool
     deadline: dt.datetime
     upper_seconds: float
@@ -76,6 +91,8 @@ class Recommendation(pydantic.BaseModel):
                 "group": self.group,
                 "replicas": self.replicas,
                 "currentReplicas": self.current_replicas,
+                "gpusPerWorker": self.gpus_per_worker,
+                "currentGpusPerWorker": self.current_gpus_per_worker,
                 "meetsDeadline": self.meets_deadline,
                 "deadline": self.deadline.isoformat().replace("+00:00", "Z"),
                 "upperSeconds": round(self.upper_seconds, 1),
@@ -83,6 +100,15 @@ class Recommendation(pydantic.BaseModel):
                 "reason": self.reason,
             }
         )
+
+    @property
+    def changes(self) -> bool:
+        """Whether the plan sizes the group other than the job does."""
+        return (self.replicas, self.gpus_per_worker) != (self.current_replicas, self.current_gpus_per_worker)
+
+    @property
+    def size(self) -> str:
+        return describe_size(self.replicas, self.gpus_per_worker)
 
 
 def replica_counts(features: Features) -> list[int]:
@@ -102,21 +128,48 @@ def replica_counts(features: Features) -> list[int]:
     return sorted({low, high, current} | {round(x) for x in sample})
 
 
+def gpu_counts(job: Features, measured: Sequence[float]) -> list[float]:
+    """GPUs per worker to consider: the job's own and, if the profile varied them, the whole numbers it measured.
+
+    A profile that ran one value says nothing of the others; Kubernetes
+    takes GPUs in whole numbers; ``Features.gpus_resizable`` says which
+    groups may change. Of more than ``MAX_GPU_CHOICES`` measured values, a
+    geometric sample.
+    """
+    choices = [gpus for gpus in measured if gpus > 0 and gpus.is_integer()]
+    if len(measured) < 2 or not job.gpus_resizable or not choices:
+        return [job.gpus_per_worker]
+    if len(choices) > MAX_GPU_CHOICES:
+        targets = np.geomspace(choices[0], choices[-1], MAX_GPU_CHOICES)
+        choices = [min(choices, key=lambda gpus: abs(math.log(gpus / float(t)))) for t in targets]
+    return sorted({job.gpus_per_worker, *choices})
+
+
+def sizes(job: Features, model: RuntimePredictor) -> list[tuple[int, float]]:
+    """Every (replicas, GPUs per worker) the planner considers for ``job``."""
+    return list(itertools.product(replica_counts(job), gpu_counts(job, model.measured_gpus_)))
+
+
 def options(
-    job: Features, model: RuntimePredictor, replicas: Sequence[int], confidence: float, startup: float, prices: Prices
+    job: Features,
+    model: RuntimePredictor,
+    candidates: Sequence[tuple[int, float]],
+    confidence: float,
+    startup: float,
+    prices: Prices,
 ) -> list[Option]:
-    """Every candidate replica count, predicted in one batch."""
-    variants = [job.with_replicas(r) for r in replicas] if job.scale_group else [job]
+    """Every candidate (replicas, GPUs per worker), predicted in one batch; a GPU-hour costs as a worker's GPUs."""
+    variants = [job.with_replicas(r).with_gpus(g) for r, g in candidates] if job.scale_group else [job]
     p50 = model.predict(variants)
     upper = model.predict_upper(variants, confidence)
-    hourly = prices.worker_hour(job)
     return [
         Option(
             replicas=v.scale_group.replicas if v.scale_group else 1,
+            gpus_per_worker=v.gpus_per_worker,
             workers=v.workers,
             p50=float(p),
             upper=float(u),
-            cost=v.pods * hourly * (startup + float(p)) / 3600.0,
+            cost=v.pods * prices.worker_hour(v) * (startup + float(p)) / 3600.0,
         )
         for v, p, u in zip(variants, p50, upper, strict=True)
     ]
@@ -131,43 +184,47 @@ def recommend(
     startup: float,
     prices: Prices,
 ) -> Recommendation:
-    """The cheapest replica count that meets ``deadline``, else the fastest (see module docstring)."""
-    replicas = replica_counts(job)
+    """The cheapest size that meets ``deadline``, else the fastest (see module docstring)."""
+    considered = sizes(job, model)
     left = (deadline - now).total_seconds()
-    candidates = options(job, model, replicas, confidence, startup, prices)
+    candidates = options(job, model, considered, confidence, startup, prices)
     fitting = [o for o in candidates if startup + o.upper <= left]
     current = job.scale_group.replicas if job.scale_group else 1
     if fitting:
-        choice = min(fitting, key=lambda o: (round(o.cost, 9), o.replicas))
+        choice = min(fitting, key=lambda o: (round(o.cost, 9), o.replicas, o.gpus_per_worker))
+        chosen = describe_size(choice.replicas, choice.gpus_per_worker)
         spare = left - startup - choice.upper
         reason = (
-            f"{choice.replicas} replicas is the cheapest that finishes in time: "
+            f"{chosen} is the cheapest that finishes in time: "
             f"{contract.format_duration(startup + choice.upper)} with start-up at {confidence:.0%} confidence, "
             f"{contract.format_duration(spare)} before the deadline"
         )
     else:
-        choice = min(candidates, key=lambda o: (o.upper, o.replicas))
+        choice = min(candidates, key=lambda o: (o.upper, o.replicas, o.gpus_per_worker))
+        chosen = describe_size(choice.replicas, choice.gpus_per_worker)
         needed = startup + choice.upper
         if left <= 0:
-            reason = f"the deadline has passed; {choice.replicas} replicas is the fastest"
+            reason = f"the deadline has passed; {chosen} is the fastest"
         else:
             shortfall = (
                 f"needs {contract.format_duration(needed)} at {confidence:.0%} confidence, "
                 f"{contract.format_duration(needed - left)} more than the {contract.format_duration(left)} left"
             )
-            if len(replicas) > 1:
-                reason = (
-                    f"no replica count in {min(replicas)}-{max(replicas)} meets the deadline: "
-                    f"the fastest, {choice.replicas} replicas, {shortfall}"
-                )
+            if len(considered) > 1:
+                replicas = sorted({r for r, _ in considered})
+                gpus = sorted({g for _, g in considered})
+                within = f"no replica count in {replicas[0]}-{replicas[-1]}"
+                if len(gpus) > 1:
+                    within += f" with {gpus[0]:g}-{gpus[-1]:g} GPUs per worker"
+                reason = f"{within} meets the deadline: the fastest, {chosen}, {shortfall}"
             else:
-                reason = (
-                    f"the deadline cannot be met at the job's only size, {choice.replicas} replicas: it {shortfall}"
-                )
+                reason = f"the deadline cannot be met at the job's only size, {chosen}: it {shortfall}"
     return Recommendation(
         group=job.scale_group.name if job.scale_group else None,
         replicas=choice.replicas,
         current_replicas=current,
+        gpus_per_worker=choice.gpus_per_worker,
+        current_gpus_per_worker=job.gpus_per_worker,
         meets_deadline=bool(fitting),
         deadline=deadline,
         upper_seconds=choice.upper,

@@ -100,6 +100,6 @@ def forecast(
 def what_if(
     job: Features, model: RuntimeModel, confidence: float, startup: float, prices: planner.Prices
 ) -> list[planner.Option]:
-    """Predicted runtimes and costs over the scaled group's replica range (one row when it cannot be resized)."""
+    """Predicted runtimes and costs of every size the planner considers (one row when it cannot be resized)."""
     require_predictable(job)
-    return planner.options(job, model, planner.replica_counts(job), confidence, startup, prices)
+    return planner.options(job, model, planner.sizes(job, model), confidence, startup, prices)

@@ -108,12 +108,14 @@ class RayJob:
             return {"metadata": {"annotations": {contract.KUEUE_GATES: ",".join(others) or None}}}
         return {}
 
-    def resize(self, index: int, replicas: int) -> tuple[MergePatch, dict[str, Any]]:
-        """The merge patch setting worker group ``index`` to ``replicas``, and what the group had before.
+    def resize(self, index: int, replicas: int, gpus: float | None = None) -> tuple[MergePatch, dict[str, Any]]:
+        """The merge patch setting worker group ``index`` to ``replicas`` (and ``gpus`` per worker), and what it had.
 
         ``minReplicas``/``maxReplicas`` widen only as far as needed to keep
-        min <= replicas <= max. A merge patch replaces lists whole, so the
-        patch carries every worker group.
+        min <= replicas <= max. GPUs change in the Ray container's limits and
+        requests alike (Kubernetes wants them equal) and in Ray's ``num-gpus``
+        where the group sets it, so that Ray and Kubernetes agree. A merge
+        patch replaces lists whole, so the patch carries every worker group.
         """
         groups = copy.deepcopy(list(self.spec["rayClusterSpec"]["workerGroupSpecs"]))
         group = groups[index]
@@ -121,6 +123,8 @@ class RayJob:
         group["replicas"] = replicas
         group["minReplicas"] = min(group.get("minReplicas", replicas), replicas)
         group["maxReplicas"] = max(group.get("maxReplicas", replicas), replicas)
+        if gpus is not None:
+            _set_gpus(group, str(round(gpus)))
         return {"spec": {"rayClusterSpec": {"workerGroupSpecs": groups}}}, original
 
     def set_training_workers(self, training: features.TrainingCount, count: int) -> MergePatch:
@@ -151,6 +155,17 @@ class RayJob:
         for key in reversed(("spec", *features.ENV_PLACES[training.place])):
             patch = {key: patch}
         return dict(patch)
+
+
+def _set_gpus(group: dict[str, Any], quantity: str) -> None:
+    """Every GPU resource the group's Ray container sets, and its ``num-gpus`` rayStartParam if set, to ``quantity``."""
+    resources = group["template"]["spec"]["containers"][0].get("resources") or {}
+    for amounts in (resources.get("limits") or {}, resources.get("requests") or {}):
+        for resource in amounts:
+            if features.is_gpu(resource):
+                amounts[resource] = quantity
+    if "num-gpus" in (group.get("rayStartParams") or {}):
+        group["rayStartParams"]["num-gpus"] = quantity
 
 
 def merge(target: MergePatch, patch: Mapping[str, Any]) -> MergePatch:

@@ -14,39 +14,49 @@ WORKLOAD = "synthetic"
 """The workload of ``small_profile_runs`` and ``profile_manifest``."""
 
 
-def sync_sgd_time(size: int, workers: int, batch: int, nodes: int) -> float:
-    """A data-parallel runtime law for synthetic profiles: compute plus all-reduce per step."""
+def sync_sgd_time(size: int, workers: int, batch: int, nodes: int, gpus: float = 0.0) -> float:
+    """A data-parallel runtime law for synthetic profiles: compute plus all-reduce per step.
+
+    More GPUs per worker speed its compute up sub-linearly (``gpus ** 0.8``), as
+    intra-node data parallelism does: twice the GPUs cost twice but are not twice as fast.
+    """
     steps = math.ceil(size / batch)
-    compute = 0.02 + 0.004 * batch / workers
+    compute = 0.02 + 0.004 * batch / workers / max(1.0, gpus) ** 0.8
     sync = 0.0 if workers == 1 else 0.01 + 0.002 * (workers - 1) + (0.03 if nodes > 1 else 0.0)
     return 3.0 + steps * (compute + sync)
 
 
-def synthetic_observations(noise: float = 0.03, seed: int = 0, repeats: int = 1) -> list[Observation]:
-    """A profile over 1-16 workers packed 4 to a node, 4 dataset sizes, 2 batch sizes, with noise."""
+def synthetic_observations(
+    noise: float = 0.03, seed: int = 0, repeats: int = 1, gpus_per_worker: tuple[float, ...] = (0,)
+) -> list[Observation]:
+    """A profile over 1-16 workers packed 4 to a node, 4 dataset sizes, 2 batch sizes, with noise.
+
+    CPU-only by default; ``gpus_per_worker`` lists the GPUs per worker it runs each configuration with.
+    """
     rng = np.random.default_rng(seed)
     runs = []
-    for workers in (1, 2, 3, 4, 6, 8, 12, 16):
-        for size in (2000, 4000, 8000, 16000):
-            for batch in (64, 128):
-                nodes = math.ceil(workers / 4)
-                for _ in range(repeats):
-                    seconds = sync_sgd_time(size, workers, batch, nodes) * float(np.exp(rng.normal(0, noise)))
-                    runs.append(
-                        Observation(
-                            workload="synthetic",
-                            dataset_size=size,
-                            epochs=1,
-                            batch_size=batch,
-                            workers=workers,
-                            cpus_per_worker=1,
-                            gpus_per_worker=0,
-                            nodes=nodes,
-                            execution_seconds=seconds,
-                            startup_seconds=2.0,
-                            source="synthetic",
+    for gpus in gpus_per_worker:
+        for workers in (1, 2, 3, 4, 6, 8, 12, 16):
+            for size in (2000, 4000, 8000, 16000):
+                for batch in (64, 128):
+                    nodes = math.ceil(workers / 4)
+                    for _ in range(repeats):
+                        seconds = sync_sgd_time(size, workers, batch, nodes, gpus) * float(np.exp(rng.normal(0, noise)))
+                        runs.append(
+                            Observation(
+                                workload="synthetic",
+                                dataset_size=size,
+                                epochs=1,
+                                batch_size=batch,
+                                workers=workers,
+                                cpus_per_worker=1,
+                                gpus_per_worker=gpus,
+                                nodes=nodes,
+                                execution_seconds=seconds,
+                                startup_seconds=2.0,
+                                source="synthetic",
+                            )
                         )
-                    )
     return runs
 
 

@@ -25,10 +25,12 @@ class RuntimeModel:
     ``workers_per_node_`` (the most workers the profile ran on one node:
     a job whose node count is unknown is assumed packed that tightly),
     ``startup_seconds_`` (the median start-up of the runs that measured one,
-    0 when none did) and
+    0 when none did),
     ``fixed_columns_``: design columns (epochs, CPUs, GPUs, nodes) that never
     varied in the profile. Their effect cannot be learned, so a prediction
     uses the profile's value instead of the job's; ``assumptions`` says so.
+    ``measured_gpus_``: the GPUs per worker the profile ran with, ascending
+    (one value when GPUs are among ``fixed_columns_``): the planner may choose among them.
     """
 
     def __init__(self, candidate: str | None = None) -> None:
@@ -46,6 +48,7 @@ class RuntimeModel:
         self.fixed_columns_ = {
             column: float(runs.X[0, column]) for column in _FREEZABLE if np.all(runs.X[:, column] == runs.X[0, column])
         }
+        self.measured_gpus_ = tuple(float(gpus) for gpus in np.unique(runs.X[:, design.GPUS]))
         self.n_samples_ = len(observations)
         startups = [o.startup_seconds for o in observations if o.startup_seconds is not None]
         self.startup_seconds_ = float(np.median(startups)) if startups else 0.0
