@@ -62,6 +62,16 @@ def test_enforce_mode_rewrites_the_replicas_and_records_the_original(webhook):
     assert response["warnings"][0].startswith(f"rayjob-advisor: set workers replicas 1 -> {plan['replicas']}")
 
 
+def test_a_job_held_for_the_planner_is_planned_and_released_at_admission(webhook):
+    held = job("enforce", deadline="25s", **{ann.RELEASE: "true"})
+    held["spec"]["suspend"] = True
+    stored, _ = webhook.admit(held)
+    assert stored["spec"]["suspend"] is False and replicas_of(stored)[0] > 1
+    gated = job("enforce", deadline="25s", **{ann.KUEUE_GATES: "example.com/quota,rayjob-advisor.io/planner"})
+    stored, _ = webhook.admit(gated)
+    assert stored["metadata"]["annotations"][ann.KUEUE_GATES] == "example.com/quota"
+
+
 def test_without_a_deadline_only_the_prediction_is_added(webhook):
     stored, response = webhook.admit(job("enforce", deadline=None))
     assert ann.PREDICTION in stored["metadata"]["annotations"] and "warnings" not in response
