@@ -14,19 +14,10 @@ import pathlib
 
 import numpy as np
 
-from rayjob_advisor.observations import read_observations
+from rayjob_advisor.observations import CONFIGURATION_FIELDS, read_observations
 from rayjob_advisor.profiles import shipped_data
 
-CONFIGURATION = (
-    "workload",
-    "dataset_size",
-    "epochs",
-    "batch_size",
-    "workers",
-    "cpus_per_worker",
-    "gpus_per_worker",
-    "nodes",
-)
+CONFIGURATION = (*CONFIGURATION_FIELDS, "nodes")
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from rayjob_advisor import contract as ann
 from rayjob_advisor import features, planner, prediction, profiles
 from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
 from rayjob_advisor.config import OperatorConfig, load_config
+from rayjob_advisor_testkit.emulator import merge_patch
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob, make_rayjob, sample_rayjobs, worker_group
 
@@ -33,22 +34,9 @@ def store():
 
 def applied(rayjob: dict, advice: Advice) -> dict:
     """The RayJob after the advice's merge patch, validated against the KubeRay CRD."""
-    patched = jsonpatch.apply_patch(rayjob, jsonpatch.JsonPatch.from_diff(rayjob, merged(rayjob, advice.patch)))
+    patched = jsonpatch.apply_patch(rayjob, jsonpatch.JsonPatch.from_diff(rayjob, merge_patch(rayjob, advice.patch)))
     assert_valid_rayjob(patched)
     return patched
-
-
-def merged(value: object, patch: object) -> object:
-    """RFC 7386 JSON merge patch, written out here so the test does not trust the code under test."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(value) if isinstance(value, dict) else {}
-    for key, item in patch.items():
-        if item is None:
-            result.pop(key, None)
-        else:
-            result[key] = merged(result.get(key), item)
-    return result
 
 
 def notes_of(advice: Advice) -> dict:

@@ -276,7 +276,7 @@ def _verb(method: str, target: _Target, query: Mapping[str, str]) -> str | None:
     return "create" if method == "POST" else None
 
 
-def _merge_patch(target: Any, patch: Any) -> Any:
+def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: dicts merge, null deletes, everything else replaces."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -285,7 +285,7 @@ def _merge_patch(target: Any, patch: Any) -> Any:
         if value is None:
             merged.pop(key, None)
         else:
-            merged[key] = _merge_patch(merged.get(key), value)
+            merged[key] = merge_patch(merged.get(key), value)
     return merged
 
 
@@ -671,7 +671,7 @@ class _ApiServer(kmock.KubernetesScaffold):
         if content_type == "application/merge-patch+json":
             if not isinstance(body, dict):
                 raise ApiError(400, "a merge patch must be a JSON object")
-            patched = _merge_patch(copy.deepcopy(current), body)
+            patched = merge_patch(copy.deepcopy(current), body)
         elif content_type == "application/json-patch+json":
             if not isinstance(body, list):
                 raise ApiError(400, "a JSON patch must be a JSON array")
