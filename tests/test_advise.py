@@ -122,6 +122,15 @@ def test_config_from_environment_and_flags():
         load_config({"log_format": "xml"}, {})
 
 
+def test_shared_profile_namespaces_are_configured_and_watched():
+    environ = {"RAYJOB_ADVISOR_SHARED_PROFILE_NAMESPACES": "platform, ml-base"}
+    config = load_config({}, environ)
+    assert config.shared_profile_namespaces == ("platform", "ml-base") and config.watched_namespaces == ()
+    config = load_config({"namespaces": ["team-a", "platform"], "shared_profile_namespaces": ["ml-base"]}, environ)
+    assert config.shared_profile_namespaces == ("ml-base",)  # flags override the environment
+    assert config.watched_namespaces == ("team-a", "platform", "ml-base")
+
+
 def deadline_job(
     mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, count: int | None = None, **notes: str
 ) -> dict:

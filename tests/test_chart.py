@@ -22,6 +22,7 @@ VALUE_SETS = {
     "webhook off": {"webhook": {"enabled": False}},
     "cert-manager": {"certManager": {"enabled": True}, "metrics": {"serviceMonitor": {"enabled": True}}},
     "single namespace": {"namespaces": ["ml-team"], "dashboard": {"namespace": "monitoring"}},
+    "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
 }
 
 NAMESPACED = [
@@ -152,6 +153,29 @@ def test_rbac_is_exactly_what_the_code_needs():
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}
     ]
+    # Shared profile namespaces are watched too: the same Role there (once), none more cluster-wide.
+    shared = render({"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]})
+    assert [(r["metadata"]["namespace"], r["rules"]) for r in by_kind(shared, "Role")] == [
+        ("ml-team", NAMESPACED),
+        ("platform", NAMESPACED),
+    ]
+    assert [b["metadata"]["namespace"] for b in by_kind(shared, "RoleBinding")] == ["ml-team", "platform"]
+    assert not by_kind(render({"sharedProfileNamespaces": ["platform"]}), "Role")  # all watched: the ClusterRole
+
+
+def env_of(objects: list[dict], deployment: str) -> dict[str, str]:
+    (found,) = [d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == deployment]
+    (container,) = found["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_shared_profile_namespaces_reach_the_controller_and_the_webhook():
+    objects = render({"sharedProfileNamespaces": ["platform", "ml-base"]})
+    for role in ("controller", "webhook"):
+        assert env_of(objects, f"advisor-rayjob-advisor-{role}")["RAYJOB_ADVISOR_SHARED_PROFILE_NAMESPACES"] == (
+            "platform,ml-base"
+        )
+    assert "RAYJOB_ADVISOR_SHARED_PROFILE_NAMESPACES" not in env_of(render({}), "advisor-rayjob-advisor-controller")
 
 
 @pytest.mark.parametrize(
@@ -160,6 +184,7 @@ def test_rbac_is_exactly_what_the_code_needs():
         ({"webhook": {"enabled": True, "timeoutSeconds": 30}}, "/webhook/timeoutSeconds"),
         ({"logFormat": "xml"}, "/logFormat"),
         ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
+        ({"sharedProfileNamespaces": ["Platform"]}, "/sharedProfileNamespaces/0"),
         ({"metrics": {"port": 0}}, "/metrics/port"),
         ({"replicas": 3}, "replicas"),
     ],

@@ -9,8 +9,10 @@ import sys
 import pytest
 import yaml
 
+from rayjob_advisor import cli
 from rayjob_advisor import contract as ann
 from rayjob_advisor.cli import main
+from rayjob_advisor.config import load_config
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import write_observations
@@ -179,6 +181,18 @@ def test_run_rejects_bad_settings_with_one_line(capsys, monkeypatch):
     monkeypatch.setenv("RAYJOB_ADVISOR_LIVENESS_PORT", "eighty")
     status, _, err = run(capsys, "run")
     assert status == 2 and "bad settings: liveness_port: Input should be a valid integer" in err
+
+
+def test_run_takes_repeated_shared_profile_namespaces(capsys, monkeypatch):
+    seen = {}
+
+    def load(flags):  # the real settings, made invalid so that the operator does not start
+        seen.update(flags)
+        return load_config({**flags, "role": "webhook"})
+
+    monkeypatch.setattr(cli, "load_config", load)
+    status, _, err = run(capsys, "run", "--shared-profile-namespace", "platform", "--shared-profile-namespace", "ml")
+    assert status == 2 and "tls_cert_file" in err and seen["shared_profile_namespaces"] == ["platform", "ml"]
 
 
 MANIFEST = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: job\n  annotations:\n    {}\n"

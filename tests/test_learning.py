@@ -7,9 +7,10 @@ import threading
 
 import pytest
 
-from rayjob_advisor import completions, profiles
+from rayjob_advisor import completions, kubeapi, profiles
 from rayjob_advisor import contract as ann
 from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -66,23 +67,100 @@ def test_a_missing_end_time_is_a_clear_error():
         completions.completion(rayjob, features_of(rayjob))
 
 
-def test_store_prefers_fitted_profiles_then_the_jobs_namespace_then_shipped():
-    store = profiles.ProfileStore()
-    shipped = store.find("team-a", "digits-cnn")
-    assert shipped.label == "shipped/digits-cnn"
-    runs = synthetic_observations()
-    elsewhere = store.put("team-b", "digits", "digits-cnn", runs, [])
-    local = store.put("team-a", "digits", "digits-cnn", runs, [])
-    for profile in (shipped, elsewhere, local):
-        profile.model = object()  # pretend fitted
-    assert store.find("team-a", "digits-cnn") is local
-    assert store.find("team-c", "digits-cnn") is local  # other namespaces: alphabetical, deterministic
-    local.model = None
-    assert store.find("team-a", "digits-cnn") is elsewhere  # an unfitted profile does not hide a fitted one
-    with pytest.raises(
-        profiles.UnknownWorkload, match=r"no RuntimeProfile for workload 'bert'.*known workloads: digits-cnn"
-    ):
-        store.find("team-a", "bert")
+def fitted(profile: profiles.Profile) -> profiles.Profile:
+    profile.model = object()  # pretend fitted
+    return profile
+
+
+def shared_store(*shared: str) -> profiles.ProfileStore:
+    """Fitted profiles of digits-cnn in team-a and platform, the shipped one, and ``shared`` namespaces."""
+    store = profiles.ProfileStore(shared_namespaces=shared)
+    fitted(store.find("anyone", "digits-cnn"))
+    for namespace in ("team-a", "platform"):
+        fitted(store.put(namespace, "digits", "digits-cnn", synthetic_observations(), []))
+    return store
+
+
+@pytest.mark.parametrize(
+    ("shared", "namespace", "expected"),
+    [
+        ((), "team-a", "team-a/digits-cnn"),  # own namespace
+        ((), "team-b", "shipped/digits-cnn"),  # another team's profile is never used, fitted or not
+        ((), "platform", "platform/digits-cnn"),
+        (("platform",), "team-b", "platform/digits-cnn"),  # a shared namespace
+        (("platform",), "team-a", "team-a/digits-cnn"),  # own beats shared
+        (("team-a", "platform"), "team-b", "team-a/digits-cnn"),  # shared: first listed first
+        (("platform", "team-a"), "team-b", "platform/digits-cnn"),
+        (("platform", "team-a"), "team-a", "team-a/digits-cnn"),
+        (("elsewhere",), "team-b", "shipped/digits-cnn"),  # a shared namespace with no such profile
+    ],
+)
+def test_a_job_resolves_to_its_own_then_a_shared_then_the_shipped_profile(shared, namespace, expected):
+    assert shared_store(*shared).find(namespace, "digits-cnn").label == expected
+
+
+def test_an_unfitted_own_profile_is_still_the_jobs_profile():
+    store = shared_store("platform")
+    mine = store.put("team-b", "digits", "digits-cnn", synthetic_observations(), [])
+    assert mine.model is None
+    assert store.find("team-b", "digits-cnn") is mine  # the job waits for its fit: no fallback meanwhile
+    store.remove("team-b", "digits-cnn")
+    assert store.find("team-b", "digits-cnn").label == "platform/digits-cnn"
+
+
+def test_without_a_visible_profile_the_error_names_only_what_the_job_could_use():
+    store = profiles.ProfileStore(shipped=False, shared_namespaces=("platform",))
+    store.put("team-a", "secret", "secret-model", synthetic_observations(), [])
+    store.put("platform", "bert", "bert", synthetic_observations(), [])
+    with pytest.raises(profiles.UnknownWorkload, match=r"'secret-model' in namespace 'team-b' or the shared") as info:
+        store.find("team-b", "secret-model")
+    assert "known workloads: bert)" in str(info.value) and "secret" not in str(info.value).split("known")[1]
+    assert store.find("team-a", "secret-model").label == "team-a/secret-model"
+
+
+class RecordingApi:
+    """Just enough of CustomObjectsApi for ``append_observation``: one object store, every write recorded."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict] = {}
+        self.writes: list[tuple[str, str, str]] = []
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body, **_):
+        self.writes.append(("create", namespace, body["metadata"]["name"]))
+        self.objects[(namespace, body["metadata"]["name"])] = {
+            **body,
+            "metadata": {**body["metadata"], "resourceVersion": "1"},
+        }
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name, **_):
+        return self.objects[(namespace, name)]
+
+    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **_):
+        self.writes.append(("patch", namespace, name))
+        self.objects[(namespace, name)]["status"] = body["status"]
+
+
+def learned_run(source: str) -> Observation:
+    return synthetic_observations()[0].model_copy(update={"workload": "digits-cnn", "source": source})
+
+
+@pytest.mark.parametrize(
+    ("shared", "namespace", "writes"),
+    [
+        ((), "team-a", [("patch", "team-a", "digits")]),  # its own profile
+        ((), "team-b", [("create", "team-b", "digits-cnn"), ("patch", "team-b", "digits-cnn")]),  # shipped
+        (("platform",), "team-b", [("create", "team-b", "digits-cnn"), ("patch", "team-b", "digits-cnn")]),
+    ],
+)
+def test_runs_are_only_ever_written_into_the_jobs_own_namespace(shared, namespace, writes):
+    store, api = shared_store(*shared), RecordingApi()
+    api.objects[("team-a", "digits")] = {"metadata": {"resourceVersion": "1"}, "spec": {}}
+    assert kubeapi.append_observation(api, store, namespace, learned_run("rayjob:u-1:0"))
+    assert api.writes == writes
+    if len(writes) == 2:  # seeded with the runs of the profile that served the job
+        served = store.find(namespace, "digits-cnn")
+        seeded = api.objects[(namespace, "digits-cnn")]["spec"]
+        assert seeded["workload"] == "digits-cnn" and len(seeded["observations"]) == len(served.observations)
 
 
 def test_only_changed_runs_make_a_profile_stale():

@@ -79,14 +79,21 @@ def learned(api: AdvisorEmulator) -> list[dict]:
     return status.get("observations") or []
 
 
-def finish(api: AdvisorEmulator, name: str, minutes: float = 10, deployment="Complete", job_status="SUCCEEDED") -> None:
+def finish(
+    api: AdvisorEmulator,
+    name: str,
+    minutes: float = 10,
+    deployment="Complete",
+    job_status="SUCCEEDED",
+    namespace="default",
+) -> None:
     created = dt.datetime.fromisoformat(
-        api.get("rayjobs", "default", name)["metadata"]["creationTimestamp"].replace("Z", "+00:00")
+        api.get("rayjobs", namespace, name)["metadata"]["creationTimestamp"].replace("Z", "+00:00")
     )
     start = created + dt.timedelta(seconds=30)
-    api.set_rayjob_status("default", name, deployment_status="Running", job_status="RUNNING", start_time=rfc3339(start))
+    api.set_rayjob_status(namespace, name, deployment_status="Running", job_status="RUNNING", start_time=rfc3339(start))
     api.set_rayjob_status(
-        "default", name, deployment_status=deployment, job_status=job_status,
+        namespace, name, deployment_status=deployment, job_status=job_status,
         start_time=rfc3339(start), end_time=rfc3339(start + dt.timedelta(minutes=minutes)),
     )  # fmt: skip
 
@@ -160,6 +167,44 @@ def test_completion_is_learned_once_and_refits_the_model(api):
     assert run["startupSeconds"] == pytest.approx(30, abs=1)
     reasons = [e["reason"] for e in api.objects("events") if e["involvedObject"]["name"] == "train"]
     assert reasons == ["Learned"]
+
+
+@pytest.mark.parametrize(
+    ("shared", "watched"),
+    [((), ()), (("team-a",), ()), (("team-a",), ("team-b",))],
+    ids=["not shared", "shared", "shared and watched only there"],
+)
+def test_a_teams_profile_serves_another_namespace_only_when_shared(shared, watched):
+    with AdvisorEmulator() as api:
+        for namespace in ("team-a", "team-b"):
+            api.create_namespace(namespace)
+        theirs = profile_manifest()
+        theirs["metadata"]["namespace"] = "team-a"
+        api.create(theirs)
+        job = rayjob("train")
+        job["metadata"]["namespace"] = "team-b"
+        with operator(api, shared_profile_namespaces=shared, namespaces=watched) as advisor:
+            advisor.wait_for_model(WORKLOAD, "team-a")  # fitted, and still no other team's
+            api.create(job)
+            if not shared:
+                error = api.wait_until(lambda: notes_in(api, "team-b", "train").get(ann.ERROR), 30)
+                assert "no RuntimeProfile for workload 'synthetic' in namespace 'team-b'" in error
+                assert ann.PREDICTION not in notes_in(api, "team-b", "train")
+                assert_no_invalid_writes(api)
+                return
+            prediction = api.wait_until(lambda: notes_in(api, "team-b", "train").get(ann.PREDICTION), 30)
+            assert json.loads(prediction)["profile"] == f"team-a/{WORKLOAD}"
+            finish(api, "train", namespace="team-b")  # learned into team-b's own copy, never into team-a's
+            api.wait_until(lambda: notes_in(api, "team-b", "train").get(ann.ACTUAL_RUNTIME_SECONDS), 30)
+
+            def refitted() -> list[dict]:
+                profiles = api.objects("runtimeprofiles", "team-b")
+                return [p for p in profiles if ((p.get("status") or {}).get("model") or {}).get("samples") == 33]
+
+            (profile,) = api.wait_until(refitted, 60)  # its own profile: the shared runs and its job's
+        assert len(profile["spec"]["observations"]) == 32 and len(profile["status"]["observations"]) == 1
+        assert not (api.get("runtimeprofiles", "team-a", WORKLOAD).get("status") or {}).get("observations")
+        assert_no_invalid_writes(api)
 
 
 def test_failed_jobs_are_not_learned_from(live):

@@ -109,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--namespace", action="append", dest="namespaces", help="watch this namespace (repeatable; default all)"
     )
+    run.add_argument(
+        "--shared-profile-namespace",
+        action="append",
+        dest="shared_profile_namespaces",
+        help="RuntimeProfiles in this namespace serve jobs of namespaces without their own (repeatable)",
+    )
     run.add_argument("--log-format", choices=("text", "json"))
     run.add_argument("--liveness-port", type=int, help="port of /healthz (0: none; default 8080)")
     run.add_argument("--default-workload", help="profile for RayJobs that name no workload")

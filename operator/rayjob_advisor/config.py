@@ -26,6 +26,11 @@ class OperatorConfig(pydantic.BaseModel):
         default="controller", description="the controller (1 replica), or a stateless admission webhook replica"
     )
     namespaces: tuple[str, ...] = pydantic.Field(default=(), description="watched namespaces; empty: all")
+    shared_profile_namespaces: tuple[str, ...] = pydantic.Field(
+        default=(),
+        description="namespaces whose RuntimeProfiles serve jobs of every namespace without one of their own "
+        "(first listed first); always watched. Profiles elsewhere serve only their own namespace",
+    )
     log_format: Literal["text", "json"] = "text"
     liveness_port: int = pydantic.Field(default=8080, ge=0, le=65535, description="0 disables /healthz")
     default_workload: str | None = pydantic.Field(
@@ -56,7 +61,14 @@ class OperatorConfig(pydantic.BaseModel):
     def prices(self) -> Prices:
         return Prices(cpu_hour=self.cpu_hour_price, gpu_hour=self.gpu_hour_price)
 
-    @pydantic.field_validator("namespaces", mode="before")
+    @property
+    def watched_namespaces(self) -> tuple[str, ...]:
+        """What the operator watches: ``namespaces`` and the shared profile namespaces; empty: all."""
+        if not self.namespaces:
+            return ()
+        return tuple(dict.fromkeys((*self.namespaces, *self.shared_profile_namespaces)))
+
+    @pydantic.field_validator("namespaces", "shared_profile_namespaces", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         return tuple(n.strip() for n in value.split(",") if n.strip()) if isinstance(value, str) else value

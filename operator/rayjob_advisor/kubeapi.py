@@ -73,17 +73,19 @@ def append_observation(
 ) -> bool:
     """Add a run to ``status.observations`` of the workload's RuntimeProfile, unless it is there already.
 
+    Runs are only ever written into the job's own ``namespace``: into the
+    profile ``find`` resolves there, or, when the job was served by a shared
+    or shipped profile, into a new RuntimeProfile in its namespace seeded
+    with that profile's runs (from then on the namespace's own profile).
     Optimistic concurrency: the write carries the resourceVersion it read and
-    is retried on 409. A workload known only from a shipped profile gets a
-    RuntimeProfile in the job's namespace, seeded with the shipped runs.
-    Raises ``ProfileConflict`` when the profile kept changing.
+    is retried on 409. Raises ``ProfileConflict`` when the profile kept changing.
     """
     assert observation.workload is not None  # learned runs always name their workload
     profile = store.find(namespace, observation.workload)
-    target, name = profile.namespace, profile.name
-    if target is None or name is None:
-        target, name = namespace, profiles.resource_name(observation.workload)
-        _create_seeded(api, target, name, observation.workload, profile.seed)
+    target, name = namespace, profile.name
+    if profile.namespace != namespace or name is None:
+        name = profiles.resource_name(observation.workload)
+        _create_seeded(api, target, name, observation.workload, profile.observations)
     item = profiles.observation_to_k8s(observation)
     for _ in range(CONFLICT_RETRIES):
         current = _object(
@@ -108,7 +110,7 @@ def append_observation(
 def _create_seeded(
     api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, workload: str, seed: list[Observation]
 ) -> None:
-    """Create the RuntimeProfile a shipped workload learns into (someone else may have just done it)."""
+    """Create the RuntimeProfile a job served by a shared or shipped profile learns into (it may exist already)."""
     manifest = profiles.runtime_profile_manifest(workload, seed)
     manifest["metadata"] = {"name": name}
     try:

@@ -171,13 +171,16 @@ class Profile:
 class ProfileStore:
     """The profiles the operator predicts from: RuntimeProfile objects, then the shipped defaults.
 
-    A RayJob uses the profile of its workload in its own namespace, else one
-    in any watched namespace, else the shipped profile of that name.
+    Namespaces are a trust boundary. A RayJob uses the profile of its
+    workload in its own namespace, else one in a namespace the configuration
+    names as shared (``shared_namespaces``, first listed first), else the
+    shipped profile of that name; never one in another team's namespace.
     """
 
-    def __init__(self, shipped: bool = True) -> None:
+    def __init__(self, shipped: bool = True, shared_namespaces: Sequence[str] = ()) -> None:
         self._profiles: dict[tuple[str | None, str], Profile] = {}
         self._lock = threading.Lock()
+        self.shared_namespaces = tuple(dict.fromkeys(shared_namespaces))
         if shipped:
             for path in sorted(SHIPPED_DATA.glob("*.csv")):
                 self._profiles[(None, path.stem)] = Profile(None, None, path.stem, read_observations(path)[0])
@@ -199,25 +202,32 @@ class ProfileStore:
         with self._lock:
             self._profiles.pop((namespace, workload), None)
 
-    def find(self, namespace: str, workload: str) -> Profile:
-        """The profile a RayJob of ``workload`` in ``namespace`` is predicted from.
+    def visible_from(self, namespace: str) -> tuple[str | None, ...]:
+        """Where a RayJob in ``namespace`` may find its profile, in order: its own, the shared ones, shipped."""
+        return (namespace, *(shared for shared in self.shared_namespaces if shared != namespace), None)
 
-        Fitted profiles first (a new RuntimeProfile does not hide the shipped
-        one until its first fit is done), then the job's namespace, then the
-        other namespaces, then the shipped profile.
+    def find(self, namespace: str, workload: str) -> Profile:
+        """The profile a RayJob of ``workload`` in ``namespace`` is predicted from and learns with.
+
+        The first of ``visible_from(namespace)`` that holds one, whatever its
+        fit state: an own-namespace profile still being fitted is the job's
+        profile (the caller waits for its fit), it never falls back on a
+        shared or shipped one meanwhile. Profiles in other namespaces are
+        never used.
         """
         with self._lock:
-            candidates = [p for (ns, w), p in self._profiles.items() if w == workload]
-            if not candidates:
-                known = ", ".join(sorted({w for _, w in self._profiles})) or "none"
-                raise UnknownWorkload(
-                    f"no RuntimeProfile for workload {workload!r} and no shipped profile of that name "
-                    f"(known workloads: {known})"
-                )
-            return min(
-                candidates,
-                key=lambda p: (p.model is None, p.namespace != namespace, p.namespace is None, p.namespace or ""),
-            )
+            for place in self.visible_from(namespace):
+                profile = self._profiles.get((place, workload))
+                if profile is not None:
+                    return profile
+            visible = set(self.visible_from(namespace))
+            known = ", ".join(sorted({w for ns, w in self._profiles if ns in visible})) or "none"
+        shared = ", ".join(self.shared_namespaces)
+        where = f"namespace {namespace!r}" + (f" or the shared namespaces ({shared})" if shared else "")
+        raise UnknownWorkload(
+            f"no RuntimeProfile for workload {workload!r} in {where} and no shipped profile of that name "
+            f"(known workloads: {known})"
+        )
 
     def stale(self) -> list[Profile]:
         """Profiles whose runs changed since their last fit."""

@@ -41,7 +41,9 @@ class Memo:
     api: kubernetes.client.CustomObjectsApi | None = None
 
     def __post_init__(self) -> None:
-        self.store = profiles.ProfileStore(shipped=self.config.shipped_profiles)
+        self.store = profiles.ProfileStore(
+            shipped=self.config.shipped_profiles, shared_namespaces=self.config.shared_profile_namespaces
+        )
         self.metrics = Metrics(job_ttl=self.config.metrics_job_ttl_seconds)
 
     @property
@@ -102,8 +104,8 @@ def operator_arguments(config: OperatorConfig, registry: kopf.OperatorRegistry) 
         "settings": settings(),
         "memo": Memo(config),
         "standalone": True,  # one controller replica (Recreate); webhook replicas only read: no peering needed
-        "clusterwide": not config.namespaces,
-        "namespaces": list(config.namespaces),
+        "clusterwide": not config.watched_namespaces,
+        "namespaces": list(config.watched_namespaces),
         "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
     }
 
@@ -134,7 +136,7 @@ def _login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 def _start(memo: Memo, **_: Any) -> None:
     """Load every RuntimeProfile before any RayJob is handled (else early jobs find no profile), start fitting."""
     memo.api = kubeapi.client(memo.config.kube_api)
-    for item in kubeapi.list_profiles(memo.api, memo.config.namespaces):
+    for item in kubeapi.list_profiles(memo.api, memo.config.watched_namespaces):
         namespace, name = item["metadata"]["namespace"], item["metadata"]["name"]
         try:
             load_profile(memo, namespace, name, item["spec"], item.get("status") or {})

@@ -47,6 +47,9 @@ securityContext:
 {{- with .Values.namespaces }}
 - {name: RAYJOB_ADVISOR_NAMESPACES, value: {{ join "," . | quote }}}
 {{- end }}
+{{- with .Values.sharedProfileNamespaces }}
+- {name: RAYJOB_ADVISOR_SHARED_PROFILE_NAMESPACES, value: {{ join "," . | quote }}}
+{{- end }}
 {{- with .Values.defaultWorkload }}
 - {name: RAYJOB_ADVISOR_DEFAULT_WORKLOAD, value: {{ . | quote }}}
 {{- end }}
