@@ -209,3 +209,18 @@ def test_the_refitter_survives_errors_outside_fits_and_reports_death_and_stalls(
     finally:
         release.set()
         stuck.stop()
+
+
+def test_the_fitted_condition_keeps_its_transition_time_across_restarts_until_the_outcome_changes():
+    profile = profiles.Profile("ns", "p", "synthetic", synthetic_observations(), generation=3)
+    profile.remember([{"type": "Fitted", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}])
+    profile.fit()
+    condition = profile.fitted_condition()
+    assert (condition["status"], condition["reason"], condition["observedGeneration"]) == ("True", "Fitted", 3)
+    assert condition["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    profile.seed = profile.seed[:1]
+    profile.fit()
+    condition = profile.fitted_condition()
+    assert (condition["status"], condition["reason"]) == ("False", "NotEnoughData")
+    assert condition["lastTransitionTime"] != "2026-01-01T00:00:00Z"
+    assert "previous fit" in condition["message"] and profile.model is not None  # the old model stays in use

@@ -39,12 +39,14 @@ def client(kube_api: str | None) -> kubernetes.client.CustomObjectsApi:
     if kube_api:
         configuration = kubernetes.client.Configuration()
         configuration.host = kube_api
-        return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(configuration))
-    try:
-        kubernetes.config.load_incluster_config()
-    except kubernetes.config.ConfigException:
-        kubernetes.config.load_kube_config()
-    return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient())
+    else:
+        try:
+            kubernetes.config.load_incluster_config()
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_kube_config()
+        configuration = kubernetes.client.Configuration.get_default_copy()
+    configuration.retries = False  # no hidden urllib3 retries: ``retried`` bounds them, with backoff
+    return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(configuration))
 
 
 def transient(exc: BaseException) -> bool:

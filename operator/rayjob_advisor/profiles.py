@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -10,7 +11,8 @@ import pathlib
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -186,6 +188,20 @@ class Profile:
             "fittedAt": _timestamp(self.fitted_at),
             "error": self.fit_error,
         }
+
+    def remember(self, conditions: Sequence[Mapping[str, Any]] | None) -> None:
+        """Take the last published ``Fitted`` outcome and its time (after a restart) unless this run fitted already."""
+        if self.fitted_ok is not None:
+            return
+        for entry in conditions or []:
+            if (
+                isinstance(entry, Mapping)
+                and entry.get("type") == "Fitted"
+                and entry.get("status") in ("True", "False")
+            ):
+                with contextlib.suppress(TypeError, ValueError):
+                    since = dt.datetime.fromisoformat(str(entry["lastTransitionTime"]).replace("Z", "+00:00"))
+                    self.fitted_ok, self.transitioned_at = entry["status"] == "True", since
 
     def fitted_condition(self) -> dict[str, object]:
         """The ``Fitted`` condition of the RuntimeProfile (Kubernetes API conventions), after a fit."""

@@ -214,6 +214,7 @@ def load_profile(
     except (pydantic.ValidationError, TypeError, AttributeError) as exc:
         raise BadProfile(f"an observation is invalid: {exc}") from exc
     profile = memo.store.put(namespace or "", name, workload, seed, learned)
+    profile.remember((status or {}).get("conditions"))
     if generation is not None and generation != profile.generation:
         profile.generation = generation
         if profile.fitted_version == profile.version:  # same runs, new generation: publish it again
