@@ -151,8 +151,10 @@ def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
     namespace, name = metadata.get("namespace"), metadata.get("name", "?")
     try:
         load_profile(memo, namespace, name, item.get("spec"), item.get("status"), metadata.get("generation"))
-    except BadProfile as exc:
-        logger.warning("skipping RuntimeProfile %s/%s: %s", namespace, name, exc)
+    except Exception as exc:  # BadProfile, or a bug of ours: this profile's problem, never start-up's
+        logger.warning(
+            "skipping RuntimeProfile %s/%s: %s", namespace, name, exc, exc_info=not isinstance(exc, BadProfile)
+        )
         if memo.config.role == "controller" and namespace and memo.api is not None:
             try:
                 kubeapi.report_bad_profile(memo.api, namespace, name, metadata.get("generation"), str(exc))
