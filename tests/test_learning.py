@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
+import pydantic
 import pytest
 
 from rayjob_advisor import completions, kubeapi, profiles
 from rayjob_advisor import contract as ann
 from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -214,3 +217,88 @@ def test_failed_jobs_with_a_deadline_count_as_failed_and_jobs_without_one_do_not
     assert completions.deadline_outcome(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"])).outcome == "failed"
     plain = finished_rayjob()
     assert completions.deadline_outcome(plain, ann.parse_inputs(plain["metadata"]["annotations"])) is None
+
+
+def test_numeric_garbage_is_rejected_where_runs_come_in():
+    item = profiles.observation_to_k8s(synthetic_observations()[0])
+    for seconds in (1e-300, 0.0, float("inf"), float("nan")):
+        with pytest.raises(pydantic.ValidationError, match="execution_seconds"):
+            profiles.observation_from_k8s("synthetic", {**item, "executionSeconds": seconds})
+
+
+def test_a_fit_that_raises_is_recorded_on_its_profile_and_the_refitter_fits_the_next(monkeypatch):
+    store = profiles.ProfileStore(shipped=False)
+    broken = store.put("ns", "broken", "broken", synthetic_observations(seed=1), [])
+    good = store.put("ns", "good", "synthetic", synthetic_observations(), [])
+    real_fit = RuntimeModel.fit
+
+    def fit(self, observations):
+        if observations == broken.seed:
+            raise FloatingPointError("overflow in the estimator")
+        return real_fit(self, observations)
+
+    monkeypatch.setattr(RuntimeModel, "fit", fit)
+    published = []
+    refitter = profiles.Refitter(store, published.append, interval=0.05)
+    refitter.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(published) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        refitter.stop()
+    assert {p.name for p in published} == {"broken", "good"}
+    assert broken.model is None and "FloatingPointError: overflow in the estimator" in broken.fit_error
+    condition = broken.fitted_condition()
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Fitted", "False", "FitFailed")
+    assert good.model is not None and good.fitted_condition()["status"] == "True"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_the_refitter_survives_errors_outside_fits_and_reports_death_and_stalls(monkeypatch):
+    store = profiles.ProfileStore(shipped=False)
+    calls = []
+
+    def stale():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug of ours")
+        if len(calls) == 3:
+            raise SystemExit  # not an Exception: ends the thread, as nothing should
+        return []
+
+    monkeypatch.setattr(store, "stale", stale)
+    refitter = profiles.Refitter(store, lambda profile: None, interval=0.05)
+    refitter.start()
+    refitter._thread.join(10)
+    assert len(calls) == 3  # it went on after the RuntimeError
+    assert refitter.problem() == "the refit thread is not running"
+
+    store = profiles.ProfileStore(shipped=False)
+    store.put("ns", "p", "synthetic", synthetic_observations(), [])
+    release = threading.Event()
+    stuck = profiles.Refitter(store, lambda profile: release.wait(30), interval=0.05, stuck_after=0.3)
+    stuck.start()
+    try:
+        deadline = time.monotonic() + 60
+        while stuck.problem() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "made no progress" in (stuck.problem() or "")
+    finally:
+        release.set()
+        stuck.stop()
+
+
+def test_the_fitted_condition_keeps_its_transition_time_across_restarts_until_the_outcome_changes():
+    profile = profiles.Profile("ns", "p", "synthetic", synthetic_observations(), generation=3)
+    profile.remember([{"type": "Fitted", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}])
+    profile.fit()
+    condition = profile.fitted_condition()
+    assert (condition["status"], condition["reason"], condition["observedGeneration"]) == ("True", "Fitted", 3)
+    assert condition["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    profile.seed = profile.seed[:1]
+    profile.fit()
+    condition = profile.fitted_condition()
+    assert (condition["status"], condition["reason"]) == ("False", "NotEnoughData")
+    assert condition["lastTransitionTime"] != "2026-01-01T00:00:00Z"
+    assert "previous fit" in condition["message"] and profile.model is not None  # the old model stays in use

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import kopf
-import pydantic
 
-from rayjob_advisor import application, kubeapi, wiring
+from rayjob_advisor import application, kubeapi, profiles, wiring
 from rayjob_advisor.rayjob import RayJob, is_finished, is_waiting, merge
 
 REGISTRY = wiring.registry()
@@ -35,20 +34,30 @@ def profile_changed(
     name: str,
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    patch: kopf.Patch,
     memo: wiring.Memo,
     **_: Any,
 ) -> None:
+    """Load the runs; a profile the operator cannot use says why on itself (Event, ``Fitted`` False) and stays out."""
+    generation = meta.get("generation")
     try:
-        wiring.load_profile(memo, namespace, name, spec, status)
-    except pydantic.ValidationError as exc:
-        message = f"an observation is invalid, the profile is not used: {exc}"
+        wiring.load_profile(memo, namespace, name, spec, status, generation)
+    except wiring.BadProfile as exc:
+        message = f"the profile is not used: {exc}"
         kopf.warn(body, reason="BadProfile", message=message)
+        condition = profiles.condition("Fitted", "False", "BadProfile", message, None, generation)
+        patch.status["conditions"] = [condition]
+        if generation is not None:
+            patch.status["observedGeneration"] = generation
         raise kopf.PermanentError(message) from exc
 
 
 @kopf.on.delete(*wiring.PROFILES, optional=True, registry=REGISTRY)
 def profile_deleted(namespace: str | None, spec: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> None:
-    memo.store.remove(namespace or "", spec["workload"])
+    workload = spec.get("workload")
+    if isinstance(workload, str):
+        memo.store.remove(namespace or "", workload)
 
 
 # RayJobs: predict before they run; learn when they finish.

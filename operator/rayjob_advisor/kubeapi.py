@@ -1,14 +1,21 @@
-"""Kubernetes I/O of the advisor's own objects: RuntimeProfile reads and writes.
+"""Kubernetes I/O of the advisor's own objects: RuntimeProfile reads and writes, Events on them.
 
-Every call has a timeout: a hung API server delays learning, it never
-blocks the thread that waits for it.
+Every call has a timeout and a few retries with exponential backoff on
+transient answers (429, 5xx, timeouts, lost connections): a hung or flaky
+API server delays learning, it never blocks the thread that waits for it,
+and the caller's own retry (kopf's backoff) takes over after the last one.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import kubernetes
+import urllib3
 
 from rayjob_advisor import profiles
 from rayjob_advisor.observations import Observation
@@ -17,6 +24,10 @@ GROUP, VERSION, PLURAL = profiles.API_GROUP, "v1alpha1", "runtimeprofiles"
 PROFILES = (GROUP, VERSION, PLURAL)
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
+TRANSIENT_BACKOFFS = (0.2, 0.5, 1.0, 2.0)  # seconds before each retry of a transient failure; then it raises
+COMPONENT = "rayjob-advisor"
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class ProfileConflict(Exception):
@@ -28,21 +39,48 @@ def client(kube_api: str | None) -> kubernetes.client.CustomObjectsApi:
     if kube_api:
         configuration = kubernetes.client.Configuration()
         configuration.host = kube_api
-        return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(configuration))
-    try:
-        kubernetes.config.load_incluster_config()
-    except kubernetes.config.ConfigException:
-        kubernetes.config.load_kube_config()
-    return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient())
+    else:
+        try:
+            kubernetes.config.load_incluster_config()
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_kube_config()
+        configuration = kubernetes.client.Configuration.get_default_copy()
+    configuration.retries = False  # no hidden urllib3 retries: ``retried`` bounds them, with backoff
+    return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(configuration))
+
+
+def transient(exc: BaseException) -> bool:
+    """An answer worth repeating the same request for: 429, 5xx, a timeout or a lost connection."""
+    if isinstance(exc, kubernetes.client.ApiException):
+        return exc.status == 429 or (exc.status or 0) >= 500 or exc.status == 0
+    return isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError)
+
+
+def retried(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call(*args, **kwargs, _request_timeout=TIMEOUT_SECONDS)``, repeated on transient failures, boundedly."""
+    for delay in (*TRANSIENT_BACKOFFS, None):
+        try:
+            return call(*args, **kwargs, _request_timeout=TIMEOUT_SECONDS)
+        except Exception as exc:
+            if delay is None or not transient(exc):
+                raise
+            logger.info("%s failed (%s); retrying in %.1f s", getattr(call, "__name__", "a call"), _brief(exc), delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def _brief(exc: BaseException) -> str:
+    if isinstance(exc, kubernetes.client.ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def list_profiles(api: kubernetes.client.CustomObjectsApi, namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
     """Every RuntimeProfile in ``namespaces`` (all namespaces when empty)."""
     if not namespaces:
-        return _items(api.list_cluster_custom_object(*PROFILES, _request_timeout=TIMEOUT_SECONDS))
+        return _items(retried(api.list_cluster_custom_object, *PROFILES))
     listings = [
-        api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _request_timeout=TIMEOUT_SECONDS)
-        for namespace in namespaces
+        retried(api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL) for namespace in namespaces
     ]
     return [item for listing in listings for item in _items(listing)]
 
@@ -59,13 +97,62 @@ def _items(answer: object) -> list[dict[str, Any]]:
 
 
 def publish_fit(api: kubernetes.client.CustomObjectsApi, profile: profiles.Profile) -> None:
-    """Show a profile's fit in its RuntimeProfile's ``status.model`` (a shipped profile has none)."""
+    """Show a profile's fit in its RuntimeProfile's status (a shipped profile has none); a failed fit gets an Event.
+
+    ``status.model``, the ``Fitted`` condition and ``status.observedGeneration``.
+    """
     if profile.namespace is None or profile.name is None:
         return
-    body = {"status": {"model": profile.model_status()}}
-    api.patch_namespaced_custom_object_status(
-        GROUP, VERSION, profile.namespace, PLURAL, profile.name, body, _request_timeout=TIMEOUT_SECONDS
-    )
+    status: dict[str, Any] = {"model": profile.model_status(), "conditions": [profile.fitted_condition()]}
+    if profile.generation is not None:
+        status["observedGeneration"] = profile.generation
+    retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, profile.namespace, PLURAL, profile.name,
+            {"status": status})  # fmt: skip
+    if profile.fit_error is not None:
+        post_event(api, profile.namespace, profile.name, profile.fit_reason or "FitFailed", profile.fit_error)
+
+
+def report_bad_profile(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, generation: int | None, message: str
+) -> None:
+    """Say on a RuntimeProfile the operator cannot use why: ``Fitted`` False, reason BadProfile.
+
+    (Its Warning Event comes from the profile's own handler, which runs on it at every start too.)
+    """
+    condition = profiles.condition("Fitted", "False", "BadProfile", message, None, generation)
+    status: dict[str, Any] = {"conditions": [condition]}
+    if generation is not None:
+        status["observedGeneration"] = generation
+    retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name, {"status": status})
+
+
+def post_event(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, reason: str, message: str, warning: bool = True
+) -> None:
+    """A core/v1 Event on the RuntimeProfile ``namespace/name`` (from any thread: kopf's own poster needs its loop)."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"namespace": namespace, "generateName": f"{name}."},
+        "involvedObject": {
+            "apiVersion": profiles.API_VERSION,
+            "kind": profiles.KIND,
+            "namespace": namespace,
+            "name": name,
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    core = kubernetes.client.CoreV1Api(api.api_client)
+    retried(core.create_namespaced_event, namespace, body)
 
 
 def append_observation(
@@ -88,18 +175,14 @@ def append_observation(
         _create_seeded(api, target, name, observation.workload, profile.observations)
     item = profiles.observation_to_k8s(observation)
     for _ in range(CONFLICT_RETRIES):
-        current = _object(
-            api.get_namespaced_custom_object(GROUP, VERSION, target, PLURAL, name, _request_timeout=TIMEOUT_SECONDS)
-        )
+        current = _object(retried(api.get_namespaced_custom_object, GROUP, VERSION, target, PLURAL, name))
         learned = list((current.get("status") or {}).get("observations") or [])
         if any(existing.get("source") == observation.source for existing in learned):
             return False
         version = current["metadata"]["resourceVersion"]
         body = {"metadata": {"resourceVersion": version}, "status": {"observations": [*learned, item]}}
         try:
-            api.patch_namespaced_custom_object_status(
-                GROUP, VERSION, target, PLURAL, name, body, _request_timeout=TIMEOUT_SECONDS
-            )
+            retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, target, PLURAL, name, body)
             return True
         except kubernetes.client.ApiException as exc:
             if exc.status != 409:
@@ -114,9 +197,7 @@ def _create_seeded(
     manifest = profiles.runtime_profile_manifest(workload, seed)
     manifest["metadata"] = {"name": name}
     try:
-        api.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, manifest, _request_timeout=TIMEOUT_SECONDS
-        )
+        retried(api.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, manifest)
     except kubernetes.client.ApiException as exc:
         if exc.status != 409:
             raise

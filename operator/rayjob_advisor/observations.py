@@ -33,6 +33,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "startup_seconds",
     "source",
 )
+MIN_EXECUTION_SECONDS = 0.001
+"""A shorter run is a measurement error (and its logarithm upsets the fit): rejected like a negative one."""
 REQUIRED_COLUMNS: frozenset[str] = frozenset({"dataset_size", "workers", "execution_seconds"})
 CONFIGURATION_FIELDS: tuple[str, ...] = (
     "workload", "dataset_size", "epochs", "batch_size", "workers", "cpus_per_worker", "gpus_per_worker",
@@ -49,7 +51,7 @@ class Observation(pydantic.BaseModel):
     - ``nodes``: 1 — all workers on one machine.
     """
 
-    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     workload: str | None = None
     dataset_size: pydantic.PositiveInt
@@ -59,7 +61,7 @@ class Observation(pydantic.BaseModel):
     cpus_per_worker: pydantic.PositiveFloat | None = None
     gpus_per_worker: pydantic.NonNegativeFloat | None = None
     nodes: pydantic.PositiveInt | None = None
-    execution_seconds: pydantic.PositiveFloat
+    execution_seconds: float = pydantic.Field(ge=MIN_EXECUTION_SECONDS)
     startup_seconds: pydantic.NonNegativeFloat | None = None
     source: str | None = None
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
+import math
 import pathlib
 import re
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -135,6 +139,10 @@ class Profile:
     fitted_version: int = -1
     fitted_at: dt.datetime | None = None
     fit_error: str | None = None
+    fit_reason: str | None = None  # why the last fit failed, as a condition reason: NotEnoughData, FitFailed
+    generation: int | None = None  # metadata.generation of the RuntimeProfile the runs were read from
+    fitted_ok: bool | None = None  # the last fit's outcome; None before the first one
+    transitioned_at: dt.datetime | None = None  # when ``fitted_ok`` last changed
 
     @property
     def label(self) -> str:
@@ -146,26 +154,90 @@ class Profile:
         return [*self.seed, *self.learned]
 
     def fit(self) -> None:
-        """Refit on the current runs (slow: call it off the request path)."""
+        """Refit on the current runs (slow: call it off the request path).
+
+        Never raises: a fit that fails for any reason keeps the previous model
+        (if any) and says why in ``fit_error``.
+        """
         version, observations = self.version, self.observations
         try:
-            self.model = RuntimeModel().fit(observations)
-            self.fit_error = None
+            model = RuntimeModel().fit(observations)
+            if not math.isfinite(model.cv_mape_):
+                raise ValueError(f"the cross-validated error is {model.cv_mape_}")
+            self.model, self.fit_error, self.fit_reason = model, None, None
         except NotEnoughData as exc:
-            self.fit_error = f"cannot fit {len(observations)} runs: {exc}"
+            self.fit_error, self.fit_reason = f"cannot fit {len(observations)} runs: {exc}", "NotEnoughData"
+        except Exception as exc:  # numeric garbage, an estimator's bug: this profile's problem only
+            logger.warning("the fit of profile %s failed", self.label, exc_info=True)
+            self.fit_error = f"the fit of {len(observations)} runs failed: {type(exc).__name__}: {exc}"
+            self.fit_reason = "FitFailed"
         self.fitted_version = version
         self.fitted_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        ok = self.fit_error is None
+        if ok != self.fitted_ok:
+            self.fitted_ok, self.transitioned_at = ok, self.fitted_at
 
     def model_status(self) -> dict[str, object]:
-        """What ``status.model`` of the RuntimeProfile shows."""
+        """What ``status.model`` of the RuntimeProfile shows (``error``: why the last fit failed, else null)."""
         if self.model is None:
             return {"name": "none", "samples": len(self.observations), "error": self.fit_error}
         return {
             "name": self.model.selected_,
             "cvError": round(self.model.cv_mape_, 4),
             "samples": self.model.n_samples_,
-            "fittedAt": self.fitted_at.isoformat().replace("+00:00", "Z") if self.fitted_at else None,
+            "fittedAt": _timestamp(self.fitted_at),
+            "error": self.fit_error,
         }
+
+    def remember(self, conditions: Sequence[Mapping[str, Any]] | None) -> None:
+        """Take the last published ``Fitted`` outcome and its time (after a restart) unless this run fitted already."""
+        if self.fitted_ok is not None:
+            return
+        for entry in conditions or []:
+            if (
+                isinstance(entry, Mapping)
+                and entry.get("type") == "Fitted"
+                and entry.get("status") in ("True", "False")
+            ):
+                with contextlib.suppress(TypeError, ValueError):
+                    since = dt.datetime.fromisoformat(str(entry["lastTransitionTime"]).replace("Z", "+00:00"))
+                    self.fitted_ok, self.transitioned_at = entry["status"] == "True", since
+
+    def fitted_condition(self) -> dict[str, object]:
+        """The ``Fitted`` condition of the RuntimeProfile (Kubernetes API conventions), after a fit."""
+        if self.fit_error is None and self.model is not None:
+            status, reason = "True", "Fitted"
+            message = f"{self.model.selected_} fitted on {self.model.n_samples_} runs"
+        else:
+            status, reason = "False", self.fit_reason or "FitFailed"
+            message = self.fit_error or "not fitted"
+            if self.model is not None:
+                message += f"; predictions use the previous fit ({self.model.selected_})"
+        return condition("Fitted", status, reason, message, self.transitioned_at or self.fitted_at, self.generation)
+
+
+def _timestamp(moment: dt.datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def condition(
+    kind: str, status: str, reason: str, message: str, since: dt.datetime | None, generation: int | None
+) -> dict[str, object]:
+    """One entry of ``status.conditions``: type, status, reason, message, lastTransitionTime, observedGeneration."""
+    since = since or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    result: dict[str, object] = {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message[:MAX_CONDITION_MESSAGE],
+        "lastTransitionTime": _timestamp(since),
+    }
+    if generation is not None:
+        result["observedGeneration"] = generation
+    return result
+
+
+MAX_CONDITION_MESSAGE = 4000
 
 
 class ProfileStore:
@@ -235,21 +307,37 @@ class ProfileStore:
             return [p for p in self._profiles.values() if p.fitted_version != p.version]
 
 
+STUCK_INTERVALS = 30
+STUCK_SECONDS = 600.0  # a large profile's fit may take minutes: a stuck refitter is one silent longer than this
+
+
 class Refitter:
     """Fits stale profiles in one background thread, so no request ever waits for a fit.
 
     ``on_fitted`` publishes each new fit (e.g. to the RuntimeProfile's status).
+    No exception of a fit or a publication ends the thread; ``problem`` says
+    when it is dead anyway, or stuck (``stuck_after`` seconds without a
+    step while profiles wait for a fit).
     """
 
-    def __init__(self, store: ProfileStore, on_fitted: Callable[[Profile], None], interval: float) -> None:
+    def __init__(
+        self,
+        store: ProfileStore,
+        on_fitted: Callable[[Profile], None],
+        interval: float,
+        stuck_after: float | None = None,
+    ) -> None:
         self.store = store
         self.on_fitted = on_fitted
         self.interval = interval
+        self.stuck_after = stuck_after if stuck_after is not None else max(STUCK_INTERVALS * interval, STUCK_SECONDS)
+        self.heartbeat = time.monotonic()  # the last step: a loop iteration, a fit, a publication
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="refitter", daemon=True)
 
     def start(self) -> None:
+        self.heartbeat = time.monotonic()
         self._thread.start()
 
     def wake(self) -> None:
@@ -259,15 +347,38 @@ class Refitter:
     def stop(self) -> None:
         self._stopping.set()
         self._wake.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def problem(self) -> str | None:
+        """Why the refitter cannot be relied on (dead, or stuck while profiles are stale); None when healthy."""
+        if self._stopping.is_set():
+            return None  # shutting down on purpose
+        if not self._thread.is_alive():
+            return "the refit thread is not running"
+        silent = time.monotonic() - self.heartbeat
+        if silent > self.stuck_after:
+            stale = self.store.stale()
+            if stale:
+                return f"the refit thread made no progress for {silent:.0f} s while {len(stale)} profiles are stale"
+        return None
 
     def _run(self) -> None:
         while not self._stopping.is_set():
+            self.heartbeat = time.monotonic()
             self._wake.clear()
-            for profile in self.store.stale():
-                profile.fit()
-                try:
-                    self.on_fitted(profile)
-                except Exception:  # a failed publication must not stop future fits
-                    logger.exception("could not publish the fit of profile %s", profile.label)
+            try:
+                for profile in self.store.stale():
+                    self._refit(profile)
+            except Exception:  # a bug of ours must delay fitting, never end it
+                logger.exception("the refitter failed; it goes on")
             self._wake.wait(self.interval)
+
+    def _refit(self, profile: Profile) -> None:
+        profile.fit()
+        self.heartbeat = time.monotonic()
+        try:
+            self.on_fitted(profile)
+        except Exception:  # a failed publication must not stop future fits
+            logger.exception("could not publish the fit of profile %s", profile.label)
+        self.heartbeat = time.monotonic()

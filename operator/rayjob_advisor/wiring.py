@@ -26,6 +26,7 @@ RAYJOBS = ("ray.io", "v1", "rayjobs")
 PROFILES = kubeapi.PROFILES
 STORAGE_PREFIX = "rayjob-advisor.io"
 RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
+STARTUP_BACKOFF_SECONDS = 2.0  # after kubeapi's own retries: start-up tries again soon, not after kopf's 60 s
 logger = logging.getLogger(__name__)
 
 
@@ -121,8 +122,9 @@ def registry() -> kopf.OperatorRegistry:
     """A registry with the handlers every role needs: log in, load profiles at start-up, watch namespaces."""
     result = kopf.OperatorRegistry()
     kopf.on.login(registry=result)(_login)
-    kopf.on.startup(registry=result)(_start)
+    kopf.on.startup(backoff=STARTUP_BACKOFF_SECONDS, registry=result)(_start)
     kopf.on.cleanup(registry=result)(_stop)
+    kopf.on.probe(id="refitter", errors=kopf.ErrorsMode.PERMANENT, registry=result)(_probe_refitter)
     kopf.on.event("", "v1", "namespaces", registry=result)(_namespace_seen)
     return result
 
@@ -137,16 +139,40 @@ def _start(memo: Memo, **_: Any) -> None:
     """Load every RuntimeProfile before any RayJob is handled (else early jobs find no profile), start fitting."""
     memo.api = kubeapi.client(memo.config.kube_api)
     for item in kubeapi.list_profiles(memo.api, memo.config.watched_namespaces):
-        namespace, name = item["metadata"]["namespace"], item["metadata"]["name"]
-        try:
-            load_profile(memo, namespace, name, item["spec"], item.get("status") or {})
-        except pydantic.ValidationError as exc:  # reported by its own handler; never stops the operator
-            logger.warning("skipping RuntimeProfile %s/%s: %s", namespace, name, exc)
+        _start_with(memo, item)
     if memo.config.metrics_port:
         memo.metrics.serve(memo.config.metrics_port)
     interval = memo.config.refit_interval_seconds
     memo.refitter = profiles.Refitter(memo.store, lambda profile: _publish_fit(memo, profile), interval)
     memo.refitter.start()
+
+
+def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
+    """Load one listed RuntimeProfile; one the operator cannot use is skipped and reported on, never fatal."""
+    metadata = item.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name", "?")
+    try:
+        load_profile(memo, namespace, name, item.get("spec"), item.get("status"), metadata.get("generation"))
+    except Exception as exc:  # BadProfile, or a bug of ours: this profile's problem, never start-up's
+        logger.warning(
+            "skipping RuntimeProfile %s/%s: %s", namespace, name, exc, exc_info=not isinstance(exc, BadProfile)
+        )
+        if memo.config.role == "controller" and namespace and memo.api is not None:
+            try:
+                kubeapi.report_bad_profile(memo.api, namespace, name, metadata.get("generation"), str(exc))
+            except Exception:  # the report is a courtesy: start-up goes on without it
+                logger.exception("could not report on RuntimeProfile %s/%s", namespace, name)
+
+
+def _probe_refitter(memo: Memo, **_: Any) -> dict[str, Any]:
+    """/healthz: fails (HTTP 500) while the refit thread is dead or stuck, so that Kubernetes restarts the pod."""
+    refitter = memo.refitter
+    if refitter is None:
+        return {"state": "starting"}
+    problem = refitter.problem()
+    if problem is not None:
+        raise kopf.PermanentError(problem)
+    return {"state": "ok", "staleProfiles": len(memo.store.stale())}
 
 
 def _stop(memo: Memo, **_: Any) -> None:
@@ -170,13 +196,32 @@ def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo,
         memo.namespace_labels[name] = dict(labels)
 
 
+class BadProfile(ValueError):
+    """A RuntimeProfile the operator cannot use (no workload, an invalid observation, not an object)."""
+
+
 def load_profile(
-    memo: Memo, namespace: str | None, name: str, spec: Mapping[str, Any], status: Mapping[str, Any]
+    memo: Memo,
+    namespace: str | None,
+    name: str,
+    spec: Mapping[str, Any] | None,
+    status: Mapping[str, Any] | None,
+    generation: int | None = None,
 ) -> None:
-    """Put a RuntimeProfile's runs in the store; the refitter fits it if they changed."""
-    workload = spec["workload"]
-    seed = profiles.observations_from_k8s(workload, spec.get("observations"))
-    learned = profiles.observations_from_k8s(workload, status.get("observations"))
-    memo.store.put(namespace or "", name, workload, seed, learned)
+    """Put a RuntimeProfile's runs in the store; the refitter fits it if they changed. Raises ``BadProfile``."""
+    try:
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("workload"), str) or not spec["workload"]:
+            raise BadProfile("spec.workload is missing: the profile names no workload")
+        workload = spec["workload"]
+        seed = profiles.observations_from_k8s(workload, spec.get("observations"))
+        learned = profiles.observations_from_k8s(workload, (status or {}).get("observations"))
+    except (pydantic.ValidationError, TypeError, AttributeError) as exc:
+        raise BadProfile(f"an observation is invalid: {exc}") from exc
+    profile = memo.store.put(namespace or "", name, workload, seed, learned)
+    profile.remember((status or {}).get("conditions"))
+    if generation is not None and generation != profile.generation:
+        profile.generation = generation
+        if profile.fitted_version == profile.version:  # same runs, new generation: publish it again
+            profile.fitted_version = -1
     if memo.refitter is not None:
         memo.refitter.wake()

@@ -80,6 +80,7 @@ def running_advisor(
     unless ``config`` asks for one; the webhook role gets a fresh CA and server certificate, a free
     port and a client. ``registry`` replaces the advisor's handlers, e.g. by a no-op baseline with the
     same settings. The block starts once kopf watches everything and the webhook port accepts.
+    ``liveness_port=free_port()`` serves the operator's /healthz on 0.0.0.0 (as in production).
     """
     with contextlib.ExitStack() as stack:
         if api is None:
@@ -97,7 +98,7 @@ def running_advisor(
         stack.enter_context(run_operator(
             api, registry=arguments["registry"] if registry is None else registry,
             settings=operator_settings(arguments["settings"]), namespaces=arguments["namespaces"],
-            memo=arguments["memo"], timeout=timeout,
+            memo=arguments["memo"], timeout=timeout, liveness_endpoint=arguments["liveness_endpoint"],
         ))  # fmt: skip
         webhook = None
         if ca is not None:

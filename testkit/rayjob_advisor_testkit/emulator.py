@@ -188,16 +188,20 @@ class RecordedRequest:
 
 @dataclasses.dataclass
 class Fault:
-    """The next ``remaining`` requests matching the pattern answer ``status`` instead of being served."""
+    """The next ``remaining`` requests matching the pattern answer ``status`` instead of being served.
+
+    With ``delay``: they are served (or answer ``status``, if set) only after ``delay`` seconds, a hung server.
+    """
 
     method: str
     resource: str
     name: str | None
     namespace: str | None
     subresource: str | None
-    status: int
+    status: int | None
     message: str
     remaining: int
+    delay: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,7 +497,11 @@ class _ApiServer(kmock.KubernetesScaffold):
         )
         self._requests.append(request)  # keeps kmock's own request views complete
         try:
-            self._raise_fault(record)
+            fault = self._take_fault(record)
+            if fault is not None and fault.delay:
+                await asyncio.sleep(fault.delay)
+            if fault is not None and fault.status is not None:
+                raise ApiError(fault.status, fault.message, details={"name": record.name, "kind": record.resource})
             if isinstance(data, str):
                 raise ApiError(400, "the request body is not valid JSON")
             response = self._dispatch(target, record, raw_request)
@@ -513,14 +521,15 @@ class _ApiServer(kmock.KubernetesScaffold):
         with self._lock:
             self.faults.append(fault)
 
-    def _raise_fault(self, record: RecordedRequest) -> None:
+    def _take_fault(self, record: RecordedRequest) -> Fault | None:
         with self._lock:
             for fault in self.faults:
                 if fault.remaining > 0 and _matches(
                     record, fault.method, fault.resource, fault.name, fault.namespace, fault.subresource
                 ):
                     fault.remaining -= 1
-                    raise ApiError(fault.status, fault.message, details={"name": record.name, "kind": record.resource})
+                    return fault
+        return None
 
     def _spec(self, target: _Target) -> ResourceSpec:
         for spec in self.specs:
@@ -1089,12 +1098,17 @@ class Emulator:
         name: str | None = None,
         namespace: str | None = None,
         subresource: str | None = None,
-        status: int = 500,
+        status: int | None = 500,
         times: int = 1,
         message: str = "injected by the test",
+        delay: float = 0.0,
     ) -> Fault:
-        """Answer the next ``times`` matching requests with ``status`` (a Status body); then serve normally."""
-        fault = Fault(method, resource, name, namespace, subresource, status, message, times)
+        """Answer the next ``times`` matching requests with ``status`` (a Status body); then serve normally.
+
+        ``delay``: answer them only after so many seconds (``status=None``: then serve them as usual),
+        as a hung or overloaded API server does.
+        """
+        fault = Fault(method, resource, name, namespace, subresource, status, message, times, delay)
         self._server.add_fault(fault)
         return fault
 
@@ -1143,6 +1157,7 @@ def run_operator(
     namespaces: Collection[str] = (),
     memo: object | None = None,
     timeout: float = 10.0,
+    liveness_endpoint: str | None = None,
 ) -> Iterator[None]:
     """Run kopf against the emulator in a thread with its own loop, until the block ends.
 
@@ -1169,6 +1184,7 @@ def run_operator(
             standalone=True,
             stop_flag=stop,
             memo=memo,
+            liveness_endpoint=liveness_endpoint,
             vault=Vault({"emulator": kopf.ConnectionInfo(server=emulator.url)}),
         )
 
