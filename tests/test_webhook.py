@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import ssl
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +18,7 @@ from benchmarks.admission_fuzz import random_rayjobs
 from rayjob_advisor import admission
 from rayjob_advisor import contract as ann
 from rayjob_advisor_testkit.admission import Webhook
+from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.profiles import WORKLOAD
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -195,3 +200,65 @@ def test_kopfs_own_failure_fails_open(webhook):
     response = json.loads(body)["response"]
     assert status == 200 and response["allowed"] and "patch" not in response
     assert response["warnings"][0].startswith("rayjob-advisor: could not answer: UnknownResourceError: ")
+
+
+class SlowClient:
+    """Connections that hold the webhook the way a slow-loris does: TLS done, then a request that never ends."""
+
+    def __init__(self, webhook: Webhook) -> None:
+        self.port = int(webhook.url.split(":")[2].split("/")[0])
+        self.context = webhook.context
+
+    def open(self, sent: bytes | None) -> socket.socket:
+        """A connection that sent ``sent`` (part of a request) after its handshake; None: not even the handshake."""
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        if sent is None:
+            return raw
+        tls = self.context.wrap_socket(raw, server_hostname="127.0.0.1")
+        tls.sendall(sent)
+        return tls
+
+    @staticmethod
+    def answer(connection: socket.socket, timeout: float) -> tuple[bytes, float]:
+        """(what the webhook sent back, how long it took to close) the connection; fails if it stays open."""
+        start = time.monotonic()
+        received = b""
+        connection.settimeout(timeout)
+        with connection, contextlib.suppress(ConnectionError, ssl.SSLError):
+            while chunk := connection.recv(4096):  # socket.timeout (TimeoutError) fails the test
+                received += chunk
+        return received, time.monotonic() - start
+
+
+HEADERS = b"POST /advise HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+
+
+def test_slow_connections_are_dropped_while_reviews_are_answered():
+    with running_advisor("webhook", webhook_header_timeout_seconds=2, webhook_body_timeout_seconds=2) as advisor:
+        slow = SlowClient(advisor.webhook)
+        opened = time.monotonic()
+        no_handshake = [slow.open(None) for _ in range(5)]
+        partial_headers = [slow.open(HEADERS) for _ in range(40)]
+        partial_body = [slow.open(HEADERS + b"Content-Length: 1000\r\n\r\n{") for _ in range(5)]
+        start = time.monotonic()
+        response = advisor.webhook.review(job())  # no profile yet: admitted unchanged, with a warning
+        assert response["allowed"] and time.monotonic() - start < 1.5
+        for connection in [*no_handshake, *partial_headers]:
+            assert slow.answer(connection, 5)[0] == b""
+        for connection in partial_body:
+            assert slow.answer(connection, 5)[0].startswith(b"HTTP/1.1 408 ")
+        assert 2 <= time.monotonic() - opened < 5
+
+
+def test_connections_beyond_the_limit_get_a_503_at_once():
+    with running_advisor("webhook", webhook_header_timeout_seconds=2, webhook_max_connections=8) as advisor:
+        slow = SlowClient(advisor.webhook)
+        held = [slow.open(HEADERS) for _ in range(8)]
+        time.sleep(0.2)  # the server has seen them all
+        refused = [slow.open(HEADERS) for _ in range(4)]
+        for connection in refused:
+            received, took = slow.answer(connection, 5)
+            assert received.startswith(b"HTTP/1.1 503 ") and took < 1
+        for connection in held:
+            assert slow.answer(connection, 5)[0] == b""
+        assert advisor.webhook.review(job())["allowed"]
