@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import ssl
 import time
+import urllib.error
 from collections.abc import Iterator
 
 import pytest
@@ -17,8 +19,10 @@ from benchmarks import admission_fuzz
 from benchmarks.admission_fuzz import random_rayjobs
 from rayjob_advisor import admission
 from rayjob_advisor import contract as ann
+from rayjob_advisor import webhook as webhook_module
 from rayjob_advisor_testkit.admission import Webhook
 from rayjob_advisor_testkit.advisor import running_advisor
+from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.profiles import WORKLOAD
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -262,3 +266,26 @@ def test_connections_beyond_the_limit_get_a_503_at_once():
         for connection in held:
             assert slow.answer(connection, 5)[0] == b""
         assert advisor.webhook.review(job())["allowed"]
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(webhook_module, "CERT_CHECK_SECONDS", 0.2)
+    with running_advisor("webhook") as advisor:
+        assert advisor.webhook.review(job())["allowed"]
+        ca, cert, key = make_certificates(tmp_path)
+        # A Secret volume swaps both files at once; one at a time, the server keeps the old pair until both load.
+        for new, old in ((cert, advisor.config.tls_cert_file), (key, advisor.config.tls_key_file)):
+            os.replace(new, str(old))
+            time.sleep(0.5)
+        renewed = Webhook(advisor.config.webhook_port, str(ca))
+        advisor.api.wait_until(lambda: _answers(renewed), 10)
+        assert renewed.review(job())["allowed"]
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            advisor.webhook.review(job())  # the old CA no longer verifies it
+    assert "the certificate files changed but do not load yet" in caplog.text  # the new certificate, the old key
+
+
+def _answers(webhook: Webhook) -> bool:
+    with contextlib.suppress(urllib.error.URLError, ConnectionError):
+        return webhook.post(b"{}")[0] == 400
+    return False

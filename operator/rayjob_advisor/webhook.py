@@ -128,9 +128,16 @@ class AdmissionServer(kopf.WebhookServer):
             await asyncio.sleep(self.file_check_interval)
             try:
                 if digest() != initial:
+                    self._check_certificate()
                     return
-            except OSError as exc:  # a Secret volume swaps its files: retry at the next check
-                logger.warning(f"could not read the certificate files: {exc}")
+            except (OSError, ssl.SSLError) as exc:  # half-written, or a key of another certificate: keep the old one
+                logger.warning(f"the certificate files changed but do not load yet; still serving the old ones: {exc}")
+
+    def _check_certificate(self) -> None:
+        """Raises unless the certificate files load together, as ``_build_ssl`` will load them."""
+        if self.certfile is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(self.certfile, self.pkeyfile, self.password)
 
     async def _serve_within(self, fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
         """``_serve``, with the request body bounded in time: 408 and the connection closed past it."""
