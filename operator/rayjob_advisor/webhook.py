@@ -83,7 +83,7 @@ class AdmissionServer(kopf.WebhookServer):
             path = self.path.rstrip("/") if self.path else ""
             app = aiohttp.web.Application()
             app.add_routes([aiohttp.web.post(f"{path}/{{id:.*}}", serve_fn)])
-            # aiohttp (3.10+) closes a connection still waiting for its request line and headers when
+            # aiohttp (3.14, as pinned) closes a connection still waiting for its request line and headers when
             # keepalive_timeout runs out: counted from the handshake or the previous answer, never extended
             # by the bytes that trickle in.
             # A body left unread (a 413) is drained for at most body_timeout before the connection closes.
