@@ -23,6 +23,8 @@ VALUE_SETS = {
     "cert-manager": {"certManager": {"enabled": True}, "metrics": {"serviceMonitor": {"enabled": True}}},
     "single namespace": {"namespaces": ["ml-team"], "dashboard": {"namespace": "monitoring"}},
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
+    "network policy": {"networkPolicy": {"enabled": True}},
+    "network policy, webhook off": {"networkPolicy": {"enabled": True}, "webhook": {"enabled": False}},
 }
 
 NAMESPACED = [
@@ -39,6 +41,7 @@ CLUSTER = [
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
 ]
+EXCLUDED = ["ops", "kube-system"]  # the release namespace and the default webhook.excludedNamespaces
 WEBHOOK = [{"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["list", "watch"]}]
 
 
@@ -95,7 +98,7 @@ def test_controller_and_webhook_shapes(rendered):
     controller = deployments["advisor-rayjob-advisor-controller"]
     assert controller["spec"]["replicas"] == 1 and controller["spec"]["strategy"]["type"] == "Recreate"
     webhooks = by_kind(objects, "MutatingWebhookConfiguration")
-    if name == "webhook off":
+    if name.endswith("webhook off"):
         assert not webhooks and len(deployments) == 1 and not by_kind(objects, "PodDisruptionBudget")
         return
     assert deployments["advisor-rayjob-advisor-webhook"]["spec"]["replicas"] == 2
@@ -103,7 +106,10 @@ def test_controller_and_webhook_shapes(rendered):
     (configuration,) = webhooks
     (hook,) = configuration["webhooks"]
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
-    assert hook["namespaceSelector"] == {"matchLabels": {"rayjob-advisor.io/webhook": "enabled"}}
+    assert hook["namespaceSelector"] == {
+        "matchLabels": {"rayjob-advisor.io/webhook": "enabled"},
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": EXCLUDED}],
+    }
     assert hook["rules"] == [
         {
             "apiGroups": ["ray.io"],
@@ -178,10 +184,77 @@ def test_shared_profile_namespaces_reach_the_controller_and_the_webhook():
     assert "RAYJOB_ADVISOR_SHARED_PROFILE_NAMESPACES" not in env_of(render({}), "advisor-rayjob-advisor-controller")
 
 
+def test_the_webhook_never_sees_its_own_namespace_nor_the_excluded_ones():
+    selector = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}]}
+    objects = render({"webhook": {"enabled": True, "namespaceSelector": selector, "excludedNamespaces": ["ops", "x"]}})
+    ((hook,),) = [c["webhooks"] for c in by_kind(objects, "MutatingWebhookConfiguration")]
+    assert hook["namespaceSelector"] == {
+        "matchLabels": {"rayjob-advisor.io/webhook": "enabled"},  # Helm merges maps with the default
+        "matchExpressions": [
+            {"key": "team", "operator": "In", "values": ["ml"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ops", "x"]},
+        ],
+    }
+    everything = render({"webhook": {"enabled": True, "namespaceSelector": None, "excludedNamespaces": []}})
+    ((hook,),) = [c["webhooks"] for c in by_kind(everything, "MutatingWebhookConfiguration")]
+    assert hook["namespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ops"]}]
+    }
+
+
+def test_the_webhook_gets_its_connection_limits():
+    env = env_of(render({}), "advisor-rayjob-advisor-webhook")
+    assert env["RAYJOB_ADVISOR_WEBHOOK_HEADER_TIMEOUT_SECONDS"] == "5"
+    assert env["RAYJOB_ADVISOR_WEBHOOK_BODY_TIMEOUT_SECONDS"] == "5"
+    assert env["RAYJOB_ADVISOR_WEBHOOK_MAX_CONNECTIONS"] == "256"
+    env = env_of(
+        render({"webhook": {"enabled": True, "limits": {"maxConnections": 64}}}), "advisor-rayjob-advisor-webhook"
+    )
+    assert (
+        env["RAYJOB_ADVISOR_WEBHOOK_MAX_CONNECTIONS"] == "64" and env["RAYJOB_ADVISOR_WEBHOOK_HEADER_TIMEOUT_SECONDS"]
+    )
+
+
+def test_the_network_policy_is_opt_in(rendered):
+    name, objects = rendered
+    policies = by_kind(objects, "NetworkPolicy")
+    if not name.startswith("network policy"):
+        assert not policies
+        return
+    (policy,) = policies
+    spec = policy["spec"]
+    assert spec["podSelector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "rayjob-advisor", "app.kubernetes.io/instance": "advisor"}
+    }
+    assert spec["policyTypes"] == ["Ingress"]
+    ports = {rule["ports"][0]["port"]: rule.get("from") for rule in spec["ingress"]}
+    monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    expected = {"health": None, "metrics": monitoring} | ({} if name.endswith("webhook off") else {"https": None})
+    assert ports == expected
+    # Every port it names is a port of the pods it selects.
+    named = {
+        port["name"]
+        for deployment in by_kind(objects, "Deployment")
+        for container in deployment["spec"]["template"]["spec"]["containers"]
+        for port in container["ports"]
+    }
+    assert set(ports) <= named
+
+
+def test_the_metrics_port_is_open_to_the_configured_peers():
+    peers = [{"podSelector": {"matchLabels": {"app": "prometheus"}}, "namespaceSelector": {}}]
+    (policy,) = by_kind(render({"networkPolicy": {"enabled": True, "metricsFrom": peers}}), "NetworkPolicy")
+    assert [rule.get("from") for rule in policy["spec"]["ingress"] if rule["ports"][0]["port"] == "metrics"] == [peers]
+    kubernetes_validate.validate(policy, KUBERNETES, strict=True)
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
         ({"webhook": {"enabled": True, "timeoutSeconds": 30}}, "/webhook/timeoutSeconds"),
+        ({"webhook": {"enabled": True, "limits": {"maxConnections": 0}}}, "/webhook/limits/maxConnections"),
+        ({"webhook": {"enabled": True, "excludedNamespaces": ["Kube_System"]}}, "/webhook/excludedNamespaces/0"),
+        ({"networkPolicy": {"enabled": "yes"}}, "/networkPolicy/enabled"),
         ({"logFormat": "xml"}, "/logFormat"),
         ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
         ({"sharedProfileNamespaces": ["Platform"]}, "/sharedProfileNamespaces/0"),

@@ -48,6 +48,18 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_port: int = pydantic.Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook role")
     tls_cert_file: str | None = pydantic.Field(default=None, description="the webhook's certificate (PEM)")
     tls_key_file: str | None = pydantic.Field(default=None, description="the webhook's private key (PEM)")
+    webhook_header_timeout_seconds: float = pydantic.Field(
+        default=5.0,
+        gt=0,
+        description="the webhook closes a connection whose TLS handshake, or whose request line and headers, "
+        "are not all in within this long (from its handshake or its previous answer; also the idle keep-alive)",
+    )
+    webhook_body_timeout_seconds: float = pydantic.Field(
+        default=5.0, gt=0, description="the webhook answers 408 and closes when a request body takes longer to arrive"
+    )
+    webhook_max_connections: int = pydantic.Field(
+        default=256, ge=1, description="open webhook connections; beyond: 503 and closed (the API server fails open)"
+    )
     cpu_hour_price: float = pydantic.Field(default=0.05, ge=0, description="planner cost of a CPU-hour")
     gpu_hour_price: float = pydantic.Field(default=2.5, ge=0, description="planner cost of a GPU-hour")
 
