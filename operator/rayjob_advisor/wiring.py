@@ -4,12 +4,22 @@ State lives in kopf's ``memo`` (one ``Memo`` per operator run): the profile
 store, its background refitter, namespace labels, metrics and the API
 client. kopf's own state is stored in annotations under our prefix; RayJobs
 get no finalizer (no deletion handler is registered for them).
+
+Controller replicas elect a leader with kopf's peering (``config.peering``):
+each keeps itself alive in the peering object's status, and kopf pauses
+every operator that sees a live peer of a higher priority (the older
+replica's, see ``leader_priority``) and resumes it, re-listing everything,
+once that peer has left or its lifetime has expired. Chosen over a Lease
+elector of our own because kopf cannot be paused from outside (its
+``when=`` filters would still store kopf's diff-base on the follower, so
+the leader would miss changes); kopf's pause stops the watch streams.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -100,15 +110,31 @@ def settings() -> kopf.OperatorSettings:
 
 def operator_arguments(config: OperatorConfig, registry: kopf.OperatorRegistry) -> dict[str, Any]:
     """Keyword arguments of ``kopf.operator`` for a run of ``registry``'s handlers with ``config``."""
+    result = settings()
+    elected = config.role == "controller" and config.peering is not None  # webhook replicas only read: no peering
+    if elected:
+        result.peering.lifetime = config.peering_lifetime_seconds
     return {
         "registry": registry,
-        "settings": settings(),
+        "settings": result,
         "memo": Memo(config),
-        "standalone": True,  # one controller replica (Recreate); webhook replicas only read: no peering needed
+        "standalone": not elected,
+        "peering_name": config.peering if elected else None,
+        "priority": leader_priority() if elected else None,
         "clusterwide": not config.watched_namespaces,
         "namespaces": list(config.watched_namespaces),
         "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
     }
+
+
+def leader_priority() -> int:
+    """kopf's peering priority of this replica: the older replica wins, so a new one never takes over a live one.
+
+    kopf's peering pauses every operator that sees a live peer of a higher priority, and all of them
+    on equal priorities: distinct priorities make it a leader election. The start time in
+    microseconds, negated, is distinct for replicas (and for operators of one process, as in tests).
+    """
+    return -time.time_ns() // 1000
 
 
 def post(body: kopf.Body, *messages: Message) -> None:
