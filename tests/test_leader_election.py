@@ -70,3 +70,30 @@ def test_one_of_two_controllers_writes_and_the_other_takes_over_when_it_leaves(a
     assert float(notes(api, "first")[ann.ACTUAL_RUNTIME_SECONDS]) == 300.0
     reasons = [e["reason"] for e in api.objects("events") if e["involvedObject"]["name"] == "first"]
     assert reasons.count("Learned") == 1
+
+
+FAILED_PATCHES = 5  # kopf's first try and its 4 retries (the test kit's error_backoffs)
+
+
+def failures(api: AdvisorEmulator) -> int:
+    return [r.status for r in api.requests("PATCH", "rayjobs", name="train")].count(500)
+
+
+def test_a_retried_finish_reports_its_run_once(api):
+    with controller(api) as advisor:
+        api.create(rayjob("train", **{ann.DEADLINE: "1h"}))
+        wait_for_note(api, "train", ann.PREDICTION)
+        # The run is stored, then the job's annotations fail to patch (kopf's API retries too), so that kopf
+        # runs the handler again at the job's next change.
+        api.inject_fault("PATCH", "rayjobs", name="train", status=500, times=FAILED_PATCHES)
+        finish(api, "train", minutes=10)
+        api.wait_until(lambda: learned(api), 30)
+        api.wait_until(lambda: failures(api) == FAILED_PATCHES, 30)
+        api.patch("rayjobs", "default", "train", {"metadata": {"labels": {"touched": "yes"}}})
+        wait_for_note(api, "train", ann.ACTUAL_RUNTIME_SECONDS)
+        time.sleep(1)
+        outcomes = advisor.memo.metrics.deadline_outcomes.labels("met")._value.get()
+    assert [run["executionSeconds"] for run in learned(api)] == [600.0]
+    reasons = [e["reason"] for e in api.objects("events") if e["involvedObject"]["name"] == "train"]
+    assert reasons.count("Learned") == 1 and reasons.count("DeadlineMet") == 1
+    assert outcomes == 1
