@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -97,3 +98,19 @@ def test_a_retried_finish_reports_its_run_once(api):
     reasons = [e["reason"] for e in api.objects("events") if e["involvedObject"]["name"] == "train"]
     assert reasons.count("Learned") == 1 and reasons.count("DeadlineMet") == 1
     assert outcomes == 1
+
+
+def test_a_leader_that_stops_renewing_is_replaced_after_its_lifetime(api):
+    # A leader that died without leaving: its last keep-alive in the peering, never renewed.
+    seen = dt.datetime.now(dt.UTC)
+    ghost = {"priority": 0, "lifetime": LIFETIME, "lastseen": seen.isoformat()}  # outranks every real replica
+    api.patch("clusterkopfpeerings", None, PEERING, {"status": {"ghost": ghost}})
+    with controller(api, standby=True):
+        api.create(rayjob("waiting"))
+        time.sleep(1)
+        assert not api.requests("watch", "rayjobs")  # paused while the ghost lives: not even watching
+        wait_for_note(api, "waiting", ann.PREDICTION, timeout=LIFETIME + 30)
+        took_over = dt.datetime.now(dt.UTC) - seen
+        api.wait_until(lambda: "ghost" not in (api.get("clusterkopfpeerings", None, PEERING).get("status") or {}))
+    assert dt.timedelta(seconds=LIFETIME) <= took_over < dt.timedelta(seconds=LIFETIME + 15)  # + the first fit
+    assert prediction_writes(api, "waiting") == 1
