@@ -43,14 +43,14 @@ CLUSTER = [
 
 
 def peering(plural: str) -> list[dict]:
-    """kopf's peering: list and watch the peerings, patch only the controller's own."""
+    """kopf's peering: list and watch the peerings, patch only the controller's own (get: whether it leads)."""
     return [
         {"apiGroups": ["kopf.dev"], "resources": [plural], "verbs": ["list", "watch"]},
         {
             "apiGroups": ["kopf.dev"],
             "resources": [plural],
             "resourceNames": ["advisor-rayjob-advisor"],
-            "verbs": ["patch"],
+            "verbs": ["get", "patch"],
         },
     ]
 

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 import pytest
 
 from rayjob_advisor import contract as ann
+from rayjob_advisor import wiring
 from rayjob_advisor_testkit.advisor import RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
 from rayjob_advisor_testkit.resources import AdvisorEmulator
@@ -18,6 +19,7 @@ from test_operator import finish, learned, notes, rayjob, wait_for_note
 
 PEERING = "rayjob-advisor"
 LIFETIME = 3  # seconds a replica that stops renewing stays the leader
+GHOST_LIFETIME = 8  # a dead leader's: long enough for the follower to fit its profile meanwhile
 
 
 @pytest.fixture
@@ -103,14 +105,18 @@ def test_a_retried_finish_reports_its_run_once(api):
 def test_a_leader_that_stops_renewing_is_replaced_after_its_lifetime(api):
     # A leader that died without leaving: its last keep-alive in the peering, never renewed.
     seen = dt.datetime.now(dt.UTC)
-    ghost = {"priority": 0, "lifetime": LIFETIME, "lastseen": seen.isoformat()}  # outranks every real replica
+    ghost = {"priority": 0, "lifetime": GHOST_LIFETIME, "lastseen": seen.isoformat()}  # outranks every replica
     api.patch("clusterkopfpeerings", None, PEERING, {"status": {"ghost": ghost}})
-    with controller(api, standby=True):
+    with controller(api, standby=True) as follower:
         api.create(rayjob("waiting"))
-        time.sleep(1)
+        follower.wait_for_model(WORKLOAD)  # fitted while following: the fit is left to the leader
+        assert not wiring.leads(follower.memo)
         assert not api.requests("watch", "rayjobs")  # paused while the ghost lives: not even watching
-        wait_for_note(api, "waiting", ann.PREDICTION, timeout=LIFETIME + 30)
+        assert not api.requests("PATCH", "runtimeprofiles", subresource="status")
+        wait_for_note(api, "waiting", ann.PREDICTION, timeout=GHOST_LIFETIME + 30)
         took_over = dt.datetime.now(dt.UTC) - seen
+        assert wiring.leads(follower.memo)
         api.wait_until(lambda: "ghost" not in (api.get("clusterkopfpeerings", None, PEERING).get("status") or {}))
-    assert dt.timedelta(seconds=LIFETIME) <= took_over < dt.timedelta(seconds=LIFETIME + 15)  # + the first fit
+        api.wait_until(lambda: (api.get("runtimeprofiles", "default", WORKLOAD).get("status") or {}).get("model"), 30)
+    assert dt.timedelta(seconds=GHOST_LIFETIME) <= took_over < dt.timedelta(seconds=GHOST_LIFETIME + 10)
     assert prediction_writes(api, "waiting") == 1
