@@ -15,7 +15,8 @@ from rayjob_advisor_testkit.paths import REPO
 CHART = REPO / "charts" / "rayjob-advisor"
 KUBERNETES = latest_version()
 # Kinds of other projects' CRDs (no schema in kubernetes-validate): checked by hand below.
-FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
+FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "ClusterKopfPeering", "KopfPeering"}
+FOREIGN_GROUPS = ("cert-manager.io/v1", "monitoring.coreos.com/v1", "kopf.dev/v1")
 
 VALUE_SETS = {
     "defaults": {},
@@ -42,6 +43,21 @@ CLUSTER = [
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
 ]
 EXCLUDED = ["ops", "kube-system"]  # the release namespace and the default webhook.excludedNamespaces
+
+
+def peering(plural: str) -> list[dict]:
+    """kopf's peering: list and watch the peerings, patch only the controller's own (get: whether it leads)."""
+    return [
+        {"apiGroups": ["kopf.dev"], "resources": [plural], "verbs": ["list", "watch"]},
+        {
+            "apiGroups": ["kopf.dev"],
+            "resources": [plural],
+            "resourceNames": ["advisor-rayjob-advisor"],
+            "verbs": ["get", "patch"],
+        },
+    ]
+
+
 WEBHOOK = [{"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["list", "watch"]}]
 
 
@@ -70,7 +86,7 @@ def test_every_object_is_valid_and_labelled(rendered):
     _, objects = rendered
     for obj in objects:
         if obj["kind"] in FOREIGN_KINDS:
-            assert obj["apiVersion"] in ("cert-manager.io/v1", "monitoring.coreos.com/v1") and obj["spec"]
+            assert obj["apiVersion"] in FOREIGN_GROUPS and (obj.get("spec") or obj["apiVersion"] == "kopf.dev/v1")
         else:
             kubernetes_validate.validate(obj, KUBERNETES, strict=True)
         labels = obj["metadata"]["labels"]
@@ -96,7 +112,19 @@ def test_controller_and_webhook_shapes(rendered):
     name, objects = rendered
     deployments = {d["metadata"]["name"]: d for d in by_kind(objects, "Deployment")}
     controller = deployments["advisor-rayjob-advisor-controller"]
-    assert controller["spec"]["replicas"] == 1 and controller["spec"]["strategy"]["type"] == "Recreate"
+    assert controller["spec"]["replicas"] == 2 and controller["spec"]["strategy"]["type"] == "RollingUpdate"
+    env = env_of(objects, "advisor-rayjob-advisor-controller")
+    assert env["RAYJOB_ADVISOR_PEERING"] == "advisor-rayjob-advisor" and "POD_ID" in env
+    assert int(env["RAYJOB_ADVISOR_PEERING_LIFETIME_SECONDS"]) >= 10
+    peerings = by_kind(objects, "ClusterKopfPeering") + by_kind(objects, "KopfPeering")
+    assert {p["metadata"]["name"] for p in peerings} == {"advisor-rayjob-advisor"}
+    if name in ("single namespace", "shared profiles"):  # one KopfPeering in each watched namespace
+        assert not by_kind(objects, "ClusterKopfPeering")
+        assert sorted(p["metadata"]["namespace"] for p in peerings) == sorted(
+            {"ml-team", *(["platform"] if name == "shared profiles" else [])}
+        )
+    else:
+        assert len(peerings) == 1 and peerings[0]["kind"] == "ClusterKopfPeering"
     webhooks = by_kind(objects, "MutatingWebhookConfiguration")
     if name.endswith("webhook off"):
         assert not webhooks and len(deployments) == 1 and not by_kind(objects, "PodDisruptionBudget")
@@ -148,13 +176,15 @@ def rules(objects: list[dict], kind: str, name: str) -> list[list[dict]]:
 
 def test_rbac_is_exactly_what_the_code_needs():
     cluster_wide = render({})
-    assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-controller") == [NAMESPACED + CLUSTER]
+    assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-controller") == [
+        NAMESPACED + CLUSTER + peering("clusterkopfpeerings")
+    ]
     assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]
     assert not by_kind(cluster_wide, "Role")
     one_namespace = render({"namespaces": ["ml-team"]})
     assert rules(one_namespace, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER]
     (role,) = by_kind(one_namespace, "Role")
-    assert role["metadata"]["namespace"] == "ml-team" and role["rules"] == NAMESPACED
+    assert role["metadata"]["namespace"] == "ml-team" and role["rules"] == NAMESPACED + peering("kopfpeerings")
     (binding,) = by_kind(one_namespace, "RoleBinding")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}
@@ -162,8 +192,8 @@ def test_rbac_is_exactly_what_the_code_needs():
     # Shared profile namespaces are watched too: the same Role there (once), none more cluster-wide.
     shared = render({"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]})
     assert [(r["metadata"]["namespace"], r["rules"]) for r in by_kind(shared, "Role")] == [
-        ("ml-team", NAMESPACED),
-        ("platform", NAMESPACED),
+        ("ml-team", NAMESPACED + peering("kopfpeerings")),
+        ("platform", NAMESPACED + peering("kopfpeerings")),
     ]
     assert [b["metadata"]["namespace"] for b in by_kind(shared, "RoleBinding")] == ["ml-team", "platform"]
     assert not by_kind(render({"sharedProfileNamespaces": ["platform"]}), "Role")  # all watched: the ClusterRole
@@ -260,6 +290,7 @@ def test_the_metrics_port_is_open_to_the_configured_peers():
         ({"sharedProfileNamespaces": ["Platform"]}, "/sharedProfileNamespaces/0"),
         ({"metrics": {"port": 0}}, "/metrics/port"),
         ({"replicas": 3}, "replicas"),
+        ({"controller": {"replicas": 0}}, "/controller/replicas"),
     ],
 )
 def test_invalid_values_are_rejected_by_the_schema(values, message):
@@ -272,3 +303,11 @@ def test_the_crd_is_a_valid_structural_crd():
     kubernetes_validate.validate(crd, KUBERNETES, strict=True)
     columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
     assert columns[:4] == ["Workload", "Samples", "Model", "Error"]
+
+
+@pytest.mark.parametrize("plural", ["clusterkopfpeerings", "kopfpeerings"])
+def test_kopfs_peering_crds_ship_with_the_chart(plural):
+    crd = yaml.safe_load((CHART / "crds" / f"kopf.dev_{plural}.yaml").read_text())
+    kubernetes_validate.validate(crd, KUBERNETES, strict=True)
+    assert crd["metadata"]["name"] == f"{plural}.kopf.dev" and crd["spec"]["names"]["plural"] == plural
+    assert crd["spec"]["scope"] == ("Cluster" if plural.startswith("cluster") else "Namespaced")

@@ -23,7 +23,17 @@ class OperatorConfig(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
     role: Literal["controller", "webhook"] = pydantic.Field(
-        default="controller", description="the controller (1 replica), or a stateless admission webhook replica"
+        default="controller",
+        description="the controller (one leader at a time), or a stateless admission webhook replica",
+    )
+    peering: str | None = pydantic.Field(
+        default=None,
+        description="leader election of controller replicas: the name of their kopf peering object "
+        "(ClusterKopfPeering; KopfPeering in each watched namespace with a namespaces list); unset: standalone, "
+        "one replica only",
+    )
+    peering_lifetime_seconds: int = pydantic.Field(
+        default=60, ge=2, description="how long a controller replica that stops renewing stays the leader"
     )
     namespaces: tuple[str, ...] = pydantic.Field(default=(), description="watched namespaces; empty: all")
     shared_profile_namespaces: tuple[str, ...] = pydantic.Field(

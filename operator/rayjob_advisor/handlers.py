@@ -86,20 +86,29 @@ def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wirin
 @kopf.on.field(*wiring.RAYJOBS, field="status.jobDeploymentStatus", when=lambda status, **_: is_finished(status),
                backoff=RETRY_SECONDS, registry=REGISTRY)  # fmt: skip
 async def finished(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
-    """Record the actual runtime and the deadline outcome; append the run to its profile exactly once."""
-    namespace = RayJob(body).namespace
+    """Record the actual runtime and the deadline outcome; append the run to its profile exactly once.
+
+    Metrics and deadline Events follow a learned run once, after it is stored: only the try that
+    stored it reports it. A run found stored already (a retry after the job's annotations failed to
+    patch, or a previous leader) was reported then; only the annotations are written again.
+    A run not to be learned (a failed job) is reported by the one handling of its finish.
+    """
+    namespace, key = RayJob(body).namespace, (RayJob(body).namespace, name, uid)
     lesson = application.learn(body, memo.policy(namespace))
     observation = lesson.observation
-    if observation is not None:  # first, so that a retried append repeats no metric or Event
+    if observation is not None:
         try:
             appended = await asyncio.to_thread(
                 kubeapi.append_observation, memo.kube, memo.store, namespace, observation
             )
         except kubeapi.ProfileConflict as exc:
             raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
-        if appended:
-            text = f"actual runtime {observation.execution_seconds:.0f}s added to profile {observation.workload}"
-            wiring.post(body, application.Message(reason="Learned", text=text))
-    memo.metrics.learned((namespace, name, uid), lesson.completion, lesson.deadline)
+        if not appended:
+            memo.metrics.learned(key, None, None)  # this replica's per-job gauge ends; counters were counted then
+            merge(patch, lesson.patch)
+            return
+        text = f"actual runtime {observation.execution_seconds:.0f}s added to profile {observation.workload}"
+        wiring.post(body, application.Message(reason="Learned", text=text))
+    memo.metrics.learned(key, lesson.completion, lesson.deadline)
     wiring.post(body, *lesson.messages)
     merge(patch, lesson.patch)

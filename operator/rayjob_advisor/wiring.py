@@ -4,12 +4,23 @@ State lives in kopf's ``memo`` (one ``Memo`` per operator run): the profile
 store, its background refitter, namespace labels, metrics and the API
 client. kopf's own state is stored in annotations under our prefix; RayJobs
 get no finalizer (no deletion handler is registered for them).
+
+Controller replicas elect a leader with kopf's peering (``config.peering``):
+each keeps itself alive in the peering object's status, and kopf pauses
+every operator that sees a live peer of a higher priority (the older
+replica's, see ``leader_priority``) and resumes it, re-listing everything,
+once that peer has left or its lifetime has expired. Chosen over a Lease
+elector of our own because kopf cannot be paused from outside (its
+``when=`` filters would still store kopf's diff-base on the follower, so
+the leader would miss changes); kopf's pause stops the watch streams.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +35,7 @@ from rayjob_advisor.metrics import Metrics
 
 RAYJOBS = ("ray.io", "v1", "rayjobs")
 PROFILES = kubeapi.PROFILES
+PEERINGS = ("kopf.dev", "v1")  # kopf's peering CRDs: ClusterKopfPeering, KopfPeering
 STORAGE_PREFIX = "rayjob-advisor.io"
 RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
 STARTUP_BACKOFF_SECONDS = 2.0  # after kubeapi's own retries: start-up tries again soon, not after kopf's 60 s
@@ -40,6 +52,8 @@ class Memo:
     metrics: Metrics = dataclasses.field(init=False)
     refitter: profiles.Refitter | None = None
     api: kubernetes.client.CustomObjectsApi | None = None
+    priority: int | None = None  # kopf's peering priority of this controller replica; None: standalone
+    unpublished: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # fits left to the leader
 
     def __post_init__(self) -> None:
         self.store = profiles.ProfileStore(
@@ -100,15 +114,65 @@ def settings() -> kopf.OperatorSettings:
 
 def operator_arguments(config: OperatorConfig, registry: kopf.OperatorRegistry) -> dict[str, Any]:
     """Keyword arguments of ``kopf.operator`` for a run of ``registry``'s handlers with ``config``."""
+    result = settings()
+    elected = config.role == "controller" and config.peering is not None  # webhook replicas only read: no peering
+    if elected:
+        result.peering.lifetime = config.peering_lifetime_seconds
+    memo = Memo(config, priority=leader_priority() if elected else None)
     return {
         "registry": registry,
-        "settings": settings(),
-        "memo": Memo(config),
-        "standalone": True,  # one controller replica (Recreate); webhook replicas only read: no peering needed
+        "settings": result,
+        "memo": memo,
+        "standalone": not elected,
+        "peering_name": config.peering if elected else None,
+        "priority": memo.priority,
         "clusterwide": not config.watched_namespaces,
         "namespaces": list(config.watched_namespaces),
         "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
     }
+
+
+def leader_priority() -> int:
+    """kopf's peering priority of this replica: the older replica wins, so a new one never takes over a live one.
+
+    kopf's peering pauses every operator that sees a live peer of a higher priority, and all of them
+    on equal priorities: distinct priorities make it a leader election. The start time in
+    microseconds, negated, is distinct for replicas (and for operators of one process, as in tests).
+    """
+    return -time.time_ns() // 1000
+
+
+def leads(memo: Memo) -> bool:
+    """Whether this controller replica leads as kopf's peering decides: no live peer of a higher priority.
+
+    kopf pauses a follower's watch streams, not its start-up or refit thread: their writes ask this
+    first. Standalone, or when the peering cannot be read: True (a write too many, not one missed).
+    """
+    config, api = memo.config, memo.api
+    if memo.priority is None or api is None or config.peering is None:
+        return True
+    try:
+        if config.watched_namespaces:
+            namespace = config.watched_namespaces[0]  # kopf keeps the same peers in each watched namespace
+            body = kubeapi.retried(
+                api.get_namespaced_custom_object, *PEERINGS, namespace, "kopfpeerings", config.peering
+            )
+        else:
+            body = kubeapi.retried(api.get_cluster_custom_object, *PEERINGS, "clusterkopfpeerings", config.peering)
+    except Exception as exc:  # noqa: BLE001 - reported, and decided in favour of writing
+        logger.warning("could not read the peering %s, acting as the leader: %s", config.peering, exc)
+        return True
+    now = dt.datetime.now(dt.UTC)
+    peers = (body.get("status") if isinstance(body, Mapping) else None) or {}
+    for peer in peers.values() if isinstance(peers, Mapping) else ():
+        try:
+            seen = dt.datetime.fromisoformat(peer["lastseen"])
+            alive = seen + dt.timedelta(seconds=float(peer.get("lifetime", 60))) > now
+            if alive and int(peer.get("priority", 0)) > memo.priority:
+                return False
+        except (KeyError, TypeError, ValueError, AttributeError):  # not a peer kopf would count either
+            continue
+    return True
 
 
 def post(body: kopf.Body, *messages: Message) -> None:
@@ -157,7 +221,7 @@ def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
         logger.warning(
             "skipping RuntimeProfile %s/%s: %s", namespace, name, exc, exc_info=not isinstance(exc, BadProfile)
         )
-        if memo.config.role == "controller" and namespace and memo.api is not None:
+        if memo.config.role == "controller" and namespace and memo.api is not None and leads(memo):
             try:
                 kubeapi.report_bad_profile(memo.api, namespace, name, metadata.get("generation"), str(exc))
             except Exception:  # the report is a courtesy: start-up goes on without it
@@ -185,7 +249,10 @@ def _publish_fit(memo: Memo, profile: profiles.Profile) -> None:
     if profile.model is not None:
         memo.metrics.profile_fitted(profile.label, profile.model.selected_, profile.model.cv_mape_)
     if memo.config.role == "controller" and profile.namespace is not None and memo.api is not None:
-        kubeapi.publish_fit(memo.api, profile)
+        if leads(memo):
+            kubeapi.publish_fit(memo.api, profile)
+        else:  # the leader publishes its own fit; should this replica take over, it publishes this one
+            memo.unpublished.add((profile.namespace, profile.name or ""))
 
 
 def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, **_: Any) -> None:
@@ -219,6 +286,9 @@ def load_profile(
         raise BadProfile(f"an observation is invalid: {exc}") from exc
     profile = memo.store.put(namespace or "", name, workload, seed, learned)
     profile.remember((status or {}).get("conditions"))
+    if (namespace or "", name) in memo.unpublished:  # fitted while following: publish now, leading
+        memo.unpublished.discard((namespace or "", name))
+        profile.fitted_version = -1
     if generation is not None and generation != profile.generation:
         profile.generation = generation
         if profile.fitted_version == profile.version:  # same runs, new generation: publish it again

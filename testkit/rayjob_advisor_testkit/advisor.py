@@ -71,6 +71,7 @@ def running_advisor(
     objects: Iterable[dict[str, Any]] = (),
     registry: kopf.OperatorRegistry | None = None,
     timeout: float = 30,
+    standby: bool = False,
     **config: Any,
 ) -> Iterator[RunningAdvisor]:
     """Run the operator in ``role`` until the block ends; ``config``: OperatorConfig fields.
@@ -81,6 +82,8 @@ def running_advisor(
     port and a client. ``registry`` replaces the advisor's handlers, e.g. by a no-op baseline with the
     same settings. The block starts once kopf watches everything and the webhook port accepts.
     ``liveness_port=free_port()`` serves the operator's /healthz on 0.0.0.0 (as in production).
+    ``peering="name"`` elects a leader among controllers (the peering object must exist); a ``standby``
+    one, expected to wait for a live leader, starts once it watches the peering only.
     """
     with contextlib.ExitStack() as stack:
         if api is None:
@@ -99,6 +102,7 @@ def running_advisor(
             api, registry=arguments["registry"] if registry is None else registry,
             settings=operator_settings(arguments["settings"]), namespaces=arguments["namespaces"],
             memo=arguments["memo"], timeout=timeout, liveness_endpoint=arguments["liveness_endpoint"],
+            peering_name=arguments["peering_name"], priority=arguments["priority"], standby=standby,
         ))  # fmt: skip
         webhook = None
         if ca is not None:

@@ -326,6 +326,12 @@ def _prune(value: Any, schema: Mapping[str, Any], path: str = "") -> tuple[Any, 
     return value, dropped
 
 
+PEERING_RESOURCES = (
+    ResourceSpec("kopf.dev", "v1", "clusterkopfpeerings", "ClusterKopfPeering", namespaced=False),
+    ResourceSpec("kopf.dev", "v1", "kopfpeerings", "KopfPeering", namespaced=True),
+)
+"""kopf's peering CRDs (no status subresource, no schema: kopf keeps its peers in ``status``)."""
+
 KUBE_RESOURCES = (
     ResourceSpec("", "v1", "events", "Event", namespaced=True, short_names=("ev",)),
     # Without namespaces and CRDs in discovery, kopf's observers wait forever, silently.
@@ -1158,17 +1164,23 @@ def run_operator(
     memo: object | None = None,
     timeout: float = 10.0,
     liveness_endpoint: str | None = None,
+    peering_name: str | None = None,
+    priority: int | None = None,
+    standby: bool = False,
 ) -> Iterator[None]:
     """Run kopf against the emulator in a thread with its own loop, until the block ends.
 
     Enters once the operator watches every resource its registry handles (a WATCH request reached
     the emulator for each), not on kopf's ready flag, which is set before any watch starts. Can be
     entered again with the same emulator, to emulate operator restarts. Errors that crash the
-    operator are re-raised on exit.
+    operator are re-raised on exit. With ``peering_name``, kopf's peering (leader election) is on;
+    ``standby``: an operator expected to pause for a peer enters once it watches the peering only.
     """
     registry = registry if registry is not None else kopf.get_default_registry()
     settings = settings if settings is not None else operator_settings()
     expected = _watched_resources(registry, emulator.resources)
+    if standby:
+        expected = {"clusterkopfpeerings" if not namespaces else "kopfpeerings"}
     already_seen = len(emulator.requests())
     started: concurrent.futures.Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = concurrent.futures.Future()
     crashes: list[BaseException] = []
@@ -1181,7 +1193,9 @@ def run_operator(
             settings=settings,
             clusterwide=not namespaces,
             namespaces=namespaces,
-            standalone=True,
+            standalone=peering_name is None,
+            peering_name=peering_name,
+            priority=priority,
             stop_flag=stop,
             memo=memo,
             liveness_endpoint=liveness_endpoint,

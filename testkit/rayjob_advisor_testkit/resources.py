@@ -1,4 +1,5 @@
-"""What the emulator serves for the advisor: RayJobs (real KubeRay CRD), RuntimeProfiles (our CRD), core resources."""
+"""What the emulator serves for the advisor: RayJobs (real KubeRay CRD), RuntimeProfiles (our CRD), kopf's peerings,
+core resources."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def advisor_resources() -> list[emulator.ResourceSpec]:
             status_subresource=True, short_names=("rtp",), schema=RUNTIMEPROFILE_SCHEMA,
             validate=schemas.schema_validator(RUNTIMEPROFILE_SCHEMA),
         ),
+        *emulator.PEERING_RESOURCES,
         *emulator.KUBE_RESOURCES,
     ]  # fmt: skip
 
