@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -17,13 +19,14 @@ from typing import Any, TypeVar, cast
 import kubernetes
 import urllib3
 
-from rayjob_advisor import profiles
+from rayjob_advisor import history, profiles
 from rayjob_advisor.observations import Observation
 
 GROUP, VERSION, PLURAL = profiles.API_GROUP, "v1alpha1", "runtimeprofiles"
 PROFILES = (GROUP, VERSION, PLURAL)
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
+CONFLICT_BACKOFF = (0.02, 1.0)  # seconds: jittered exponential backoff after a 409, from this base up to this cap
 TRANSIENT_BACKOFFS = (0.2, 0.5, 1.0, 2.0)  # seconds before each retry of a transient failure; then it raises
 COMPONENT = "rayjob-advisor"
 logger = logging.getLogger(__name__)
@@ -164,8 +167,12 @@ def append_observation(
     profile ``find`` resolves there, or, when the job was served by a shared
     or shipped profile, into a new RuntimeProfile in its namespace seeded
     with that profile's runs (from then on the namespace's own profile).
-    Optimistic concurrency: the write carries the resourceVersion it read and
-    is retried on 409. Raises ``ProfileConflict`` when the profile kept changing.
+    The run joins the bounded history of ``status`` (``history``: a window
+    of runs per configuration, per-configuration summaries, the last learned
+    keys). Appends to one profile are serialized in the process (one lock per
+    profile); the write carries the resourceVersion it read and is retried
+    on 409 after a jittered exponential backoff. Raises ``ProfileConflict``
+    when the profile kept changing.
     """
     assert observation.workload is not None  # learned runs always name their workload
     profile = store.find(namespace, observation.workload)
@@ -174,20 +181,34 @@ def append_observation(
         name = profiles.resource_name(observation.workload)
         _create_seeded(api, target, name, observation.workload, profile.observations)
     item = profiles.observation_to_k8s(observation)
-    for _ in range(CONFLICT_RETRIES):
-        current = _object(retried(api.get_namespaced_custom_object, GROUP, VERSION, target, PLURAL, name))
-        learned = list((current.get("status") or {}).get("observations") or [])
-        if any(existing.get("source") == observation.source for existing in learned):
-            return False
-        version = current["metadata"]["resourceVersion"]
-        body = {"metadata": {"resourceVersion": version}, "status": {"observations": [*learned, item]}}
-        try:
-            retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, target, PLURAL, name, body)
-            return True
-        except kubernetes.client.ApiException as exc:
-            if exc.status != 409:
-                raise
+    with _profile_lock(target, name):
+        for attempt in range(CONFLICT_RETRIES):
+            current = _object(retried(api.get_namespaced_custom_object, GROUP, VERSION, target, PLURAL, name))
+            learned = history.History.from_status(current.get("status"))
+            if learned.knows(observation.source):
+                return False
+            learned.add(item)
+            version = current["metadata"]["resourceVersion"]
+            body = {"metadata": {"resourceVersion": version}, "status": learned.status()}
+            try:
+                retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, target, PLURAL, name, body)
+                return True
+            except kubernetes.client.ApiException as exc:
+                if exc.status != 409:
+                    raise
+            base, cap = CONFLICT_BACKOFF
+            time.sleep(random.uniform(0, min(cap, base * 2**attempt)))  # jitter, not secrecy
     raise ProfileConflict(f"RuntimeProfile {target}/{name} kept changing")
+
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _profile_lock(namespace: str, name: str) -> threading.Lock:
+    """The lock that serializes this process's appends to one RuntimeProfile."""
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
 
 
 def _create_seeded(
