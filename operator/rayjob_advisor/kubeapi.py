@@ -8,6 +8,7 @@ and the caller's own retry (kopf's backoff) takes over after the last one.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import random
@@ -169,10 +170,12 @@ def append_observation(
     with that profile's runs (from then on the namespace's own profile).
     The run joins the bounded history of ``status`` (``history``: a window
     of runs per configuration, per-configuration summaries, the last learned
-    keys). Appends to one profile are serialized in the process (one lock per
-    profile); the write carries the resourceVersion it read and is retried
-    on 409 after a jittered exponential backoff. Raises ``ProfileConflict``
-    when the profile kept changing.
+    keys). Appends to one profile are serialized in the process (one writer
+    per profile) and grouped: runs that arrive while a write is under way go
+    together in the next one (one read and one write for all of them). The
+    write carries the resourceVersion it read and is retried on 409 after a
+    jittered exponential backoff. Raises ``ProfileConflict`` when the
+    profile kept changing.
     """
     assert observation.workload is not None  # learned runs always name their workload
     profile = store.find(namespace, observation.workload)
@@ -180,35 +183,84 @@ def append_observation(
     if profile.namespace != namespace or name is None:
         name = profiles.resource_name(observation.workload)
         _create_seeded(api, target, name, observation.workload, profile.observations)
-    item = profiles.observation_to_k8s(observation)
-    with _profile_lock(target, name):
-        for attempt in range(CONFLICT_RETRIES):
-            current = _object(retried(api.get_namespaced_custom_object, GROUP, VERSION, target, PLURAL, name))
-            learned = history.History.from_status(current.get("status"))
-            if learned.knows(observation.source):
-                return False
-            learned.add(item)
-            version = current["metadata"]["resourceVersion"]
-            body = {"metadata": {"resourceVersion": version}, "status": learned.status()}
+    writer = _writer(target, name)
+    mine = _Pending(profiles.observation_to_k8s(observation))
+    with writer.guard:
+        writer.pending.append(mine)
+    with writer.lock:
+        if not mine.done:  # no write took it yet: this one takes it and whatever waits with it
+            with writer.guard:
+                batch, writer.pending = writer.pending, []
             try:
-                retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, target, PLURAL, name, body)
-                return True
-            except kubernetes.client.ApiException as exc:
-                if exc.status != 409:
-                    raise
-            base, cap = CONFLICT_BACKOFF
-            time.sleep(random.uniform(0, min(cap, base * 2**attempt)))  # jitter, not secrecy
-    raise ProfileConflict(f"RuntimeProfile {target}/{name} kept changing")
+                results = _append_all(api, target, name, [entry.item for entry in batch])
+            except Exception as exc:  # noqa: BLE001 (handed to every waiting caller, who raises it)
+                for entry in batch:
+                    entry.error, entry.done = exc, True
+            else:
+                for entry, result in zip(batch, results, strict=True):
+                    entry.result, entry.done = result, True
+    if isinstance(mine.error, ProfileConflict):
+        raise ProfileConflict(str(mine.error)) from mine.error
+    if mine.error is not None:
+        raise mine.error
+    return mine.result
 
 
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
+def _append_all(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, items: list[dict[str, object]]
+) -> list[bool]:
+    """Learn ``items`` into RuntimeProfile ``namespace/name`` in one write; for each, whether it was new."""
+    for attempt in range(CONFLICT_RETRIES):
+        current = _object(retried(api.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name))
+        learned = history.History.from_status(current.get("status"))
+        results = []
+        for item in items:
+            source = item.get("source")
+            new = not learned.knows(source if isinstance(source, str) else None)
+            if new:
+                learned.add(item)
+            results.append(new)
+        if not any(results):
+            return results
+        version = current["metadata"]["resourceVersion"]
+        body = {"metadata": {"resourceVersion": version}, "status": learned.status()}
+        try:
+            retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name, body)
+            return results
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        base, cap = CONFLICT_BACKOFF
+        time.sleep(random.uniform(0, min(cap, base * 2**attempt)))  # jitter, not secrecy
+    raise ProfileConflict(f"RuntimeProfile {namespace}/{name} kept changing")
 
 
-def _profile_lock(namespace: str, name: str) -> threading.Lock:
-    """The lock that serializes this process's appends to one RuntimeProfile."""
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
+@dataclasses.dataclass
+class _Pending:
+    """A run waiting for its write; ``result``: whether it was new (set with ``done``), or ``error``."""
+
+    item: dict[str, object]
+    result: bool = False
+    error: Exception | None = None
+    done: bool = False
+
+
+@dataclasses.dataclass
+class _Writer:
+    """One RuntimeProfile's writes in this process: ``lock`` serializes them, ``pending`` waits for the next."""
+
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    guard: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    pending: list[_Pending] = dataclasses.field(default_factory=list)
+
+
+_writers: dict[tuple[str, str], _Writer] = {}
+_writers_guard = threading.Lock()
+
+
+def _writer(namespace: str, name: str) -> _Writer:
+    with _writers_guard:
+        return _writers.setdefault((namespace, name), _Writer())
 
 
 def _create_seeded(

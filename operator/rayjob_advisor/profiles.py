@@ -312,6 +312,7 @@ class ProfileStore:
 
 
 STUCK_INTERVALS = 30
+REFIT_DUTY = 0.1  # a profile's refits take at most this share of the time while its runs keep changing
 STUCK_SECONDS = 600.0  # a large profile's fit may take minutes: a stuck refitter is one silent longer than this
 
 
@@ -320,8 +321,10 @@ class Refitter:
 
     ``on_fitted`` publishes each new fit (e.g. to the RuntimeProfile's status).
     Refits are debounced: a profile is fitted at most once per ``interval``
-    seconds, so a burst of learned runs costs one fit per interval, on all
-    of the runs appended meanwhile (``fits`` counts them).
+    seconds, and at most once per ``1 / REFIT_DUTY`` times its last fit's
+    duration (fitting takes at most about a tenth of the refitter's time
+    while runs keep coming), so a burst of learned runs costs one fit per
+    such gap, on all of the runs appended meanwhile (``fits`` counts them).
     No exception of a fit or a publication ends the thread; ``problem`` says
     when it is dead anyway, or stuck (``stuck_after`` seconds without a
     step while profiles wait for a fit).
@@ -379,8 +382,9 @@ class Refitter:
             try:
                 for profile in self.store.stale():
                     since = time.monotonic() - (profile.fit_began if profile.fit_began is not None else -math.inf)
-                    if since < self.interval:  # fitted within the interval: coalesce with later changes
-                        wait = min(wait, self.interval - since)
+                    gap = max(self.interval, (profile.fit_seconds or 0.0) / REFIT_DUTY)
+                    if since < gap:  # fitted a moment ago: coalesce with the changes still to come
+                        wait = min(wait, gap - since)
                         continue
                     self._refit(profile)
             except Exception:  # a bug of ours must delay fitting, never end it
