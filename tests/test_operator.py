@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import datetime as dt
 import json
@@ -438,9 +439,14 @@ def test_many_learned_runs_keep_the_profile_and_kopfs_diff_base_small_and_reload
     ]  # fmt: skip
     with operator(api) as advisor:
         advisor.wait_for_model(WORKLOAD)
-        for run in runs:
-            assert kubeapi.append_observation(advisor.memo.kube, advisor.memo.store, "default", run)
-        assert not kubeapi.append_observation(advisor.memo.kube, advisor.memo.store, "default", runs[0])
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:  # a burst, each run twice: 0 lost, 0 doubled
+            appended = list(pool.map(
+                lambda run: kubeapi.append_observation(advisor.memo.kube, advisor.memo.store, "default", run),
+                [*runs, *runs],
+            ))  # fmt: skip
+        assert appended.count(True) == 400 and appended.count(False) == 400
+        keys = api.get("runtimeprofiles", "default", WORKLOAD)["status"]["learnedSources"]
+        assert sorted(keys) == sorted(run.source for run in runs)
         profile = advisor.api.get("runtimeprofiles", "default", WORKLOAD)
         kept = len(profile["status"]["observations"])
         assert kept == 40 * history.WINDOW and sum(s["count"] for s in profile["status"]["summaries"]) == 400
