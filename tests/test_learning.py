@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import statistics
 import threading
 import time
+import uuid
 
+import kubernetes
 import pydantic
 import pytest
 
-from rayjob_advisor import completions, kubeapi, profiles
+from rayjob_advisor import completions, history, kubeapi, profiles
 from rayjob_advisor import contract as ann
 from rayjob_advisor.features import features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -302,3 +306,105 @@ def test_the_fitted_condition_keeps_its_transition_time_across_restarts_until_th
     assert (condition["status"], condition["reason"]) == ("False", "NotEnoughData")
     assert condition["lastTransitionTime"] != "2026-01-01T00:00:00Z"
     assert "previous fit" in condition["message"] and profile.model is not None  # the old model stays in use
+
+
+def run_item(workers: int, seconds: float, source: str, startup: float | None = 30.0) -> dict:
+    item = {"datasetSize": 8000, "batchSize": 128, "workers": workers, "executionSeconds": seconds, "source": source}
+    return item if startup is None else {**item, "startupSeconds": startup}
+
+
+def test_the_window_keeps_the_latest_runs_of_each_configuration_and_summaries_keep_every_run():
+    items = [run_item(1 + i % 2, 100.0 + i, f"rayjob:u-{i}:0") for i in range(40)]
+    kept = history.summarise(items)
+    assert len(kept.observations) == 2 * history.WINDOW
+    assert [o["source"] for o in kept.observations] == [f"rayjob:u-{i}:0" for i in range(40 - 2 * history.WINDOW, 40)]
+    for workers in (1, 2):
+        (summary,) = [s for s in kept.summaries if s["configuration"]["workers"] == workers]
+        values = [100.0 + i for i in range(40) if 1 + i % 2 == workers]
+        assert summary["count"] == 20 and summary["configuration"] == {"datasetSize": 8000, "batchSize": 128,
+                                                                       "workers": workers}  # fmt: skip
+        assert summary["executionSeconds"]["mean"] == pytest.approx(statistics.fmean(values))
+        assert summary["executionSeconds"]["variance"] == pytest.approx(statistics.pvariance(values))
+        assert summary["startupSeconds"] == {"count": 20, "mean": 30.0, "variance": 0.0}
+
+
+def test_the_history_is_bounded_whatever_the_number_of_runs():
+    kept = history.summarise(run_item(1 + i % 5000, 100.0, f"rayjob:{uuid.UUID(int=i)}:0", None) for i in range(12_000))
+    assert len(kept.observations) == history.MAX_RUNS and len(kept.summaries) == history.MAX_SUMMARIES
+    assert kept.sources[-1] == f"rayjob:{uuid.UUID(int=11_999)}:0" and len(kept.sources) == history.MAX_SOURCES
+    assert len(json.dumps(kept.status())) < 512 * 1024
+    assert "startupSeconds" not in kept.summaries[0]
+
+
+def test_exactly_once_remembers_the_last_learned_keys_beyond_the_window():
+    kept = history.summarise(run_item(4, 100.0, f"rayjob:u-{i}:0") for i in range(history.MAX_SOURCES + 10))
+    assert len(kept.observations) == history.WINDOW  # one configuration
+    assert kept.knows("rayjob:u-20:0") and kept.knows(f"rayjob:u-{history.MAX_SOURCES + 9}:0")
+    assert not kept.knows("rayjob:u-9:0")  # forgotten: older than the last MAX_SOURCES learned runs
+    again = history.History.from_status(json.loads(json.dumps(kept.status())))
+    assert again == kept
+
+
+def test_a_profile_written_before_summaries_is_summarised_whole_then_bounded():
+    legacy = {"observations": [run_item(4, 100.0 + i, f"rayjob:u-{i}:0") for i in range(30)]}
+    kept = history.History.from_status(legacy)
+    assert len(kept.observations) == history.WINDOW and kept.summaries[0]["count"] == 30
+    assert kept.knows("rayjob:u-0:0")
+
+
+def test_a_burst_of_concurrent_appends_loses_none_and_doubles_none():
+    store, api = shared_store(), ConflictingApi()
+    api.objects[("team-a", "digits")] = {"metadata": {"resourceVersion": "1"}, "spec": {}}
+    runs = [learned_run(f"rayjob:u-{i}:0") for i in range(200)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda run: kubeapi.append_observation(api, store, "team-a", run), [*runs, *runs]))
+    assert results.count(True) == 200 and results.count(False) == 200
+    status = api.objects[("team-a", "digits")]["status"]
+    assert sorted(status["learnedSources"]) == sorted(run.source for run in runs)
+    assert status["summaries"][0]["count"] == 200
+
+
+class ConflictingApi(RecordingApi):
+    """Checks the resourceVersion of status writes like the API server (409 when stale); another writer meddles."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.guard = threading.Lock()
+        self.conflicts = 0
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name, **_):
+        with self.guard:
+            return json.loads(json.dumps(self.objects[(namespace, name)]))
+
+    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **_):
+        with self.guard:
+            current = self.objects[(namespace, name)]
+            revision = int(current["metadata"]["resourceVersion"])
+            if body["metadata"]["resourceVersion"] != str(revision) or revision % 7 == 3:  # a fit published meanwhile
+                self.conflicts += 1
+                current["metadata"]["resourceVersion"] = str(revision + 1)
+                raise kubernetes.client.ApiException(status=409, reason="Conflict")
+            current["status"] = body["status"]
+            current["metadata"]["resourceVersion"] = str(revision + 1)
+
+
+def test_a_burst_of_changes_is_refitted_at_most_once_per_interval():
+    store = profiles.ProfileStore(shipped=False)
+    runs = synthetic_observations()
+    store.put("ns", "p", "synthetic", runs, [])
+    refitter = profiles.Refitter(store, lambda profile: None, interval=1.0)
+    refitter.start()
+    try:
+        began = time.monotonic()
+        for i in range(40):  # 40 appends in about 2 s
+            store.put("ns", "p", "synthetic", runs, runs[: i + 1])
+            refitter.wake()
+            time.sleep(0.05)
+        deadline = time.monotonic() + 60
+        while store.stale() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        elapsed = time.monotonic() - began
+    finally:
+        refitter.stop()
+    assert not store.stale() and store.find("ns", "synthetic").model_status()["samples"] == len(runs) + 40
+    assert 2 <= refitter.fits <= elapsed / 1.0 + 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import datetime as dt
 import json
@@ -18,8 +19,9 @@ from contextlib import AbstractContextManager
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rayjob_advisor import __version__
+from rayjob_advisor import __version__, history, kubeapi
 from rayjob_advisor import contract as ann
+from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit.advisor import RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
@@ -427,3 +429,38 @@ def test_an_invalid_profile_is_reported_and_does_not_stop_the_operator(api):
             lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "broken"], 30
         )
     assert events[0]["reason"] == "BadProfile" and "cannot exceed workers" in events[0]["message"]
+
+
+def test_many_learned_runs_keep_the_profile_and_kopfs_diff_base_small_and_reload_the_store(api):
+    runs = [
+        Observation(workload=WORKLOAD, dataset_size=1000 * (1 + i % 40), workers=1 + i % 4, batch_size=64,
+                    execution_seconds=100.0 + i, source=f"rayjob:u-{i}:0")
+        for i in range(400)
+    ]  # fmt: skip
+    with operator(api) as advisor:
+        advisor.wait_for_model(WORKLOAD)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:  # a burst, each run twice: 0 lost, 0 doubled
+            appended = list(pool.map(
+                lambda run: kubeapi.append_observation(advisor.memo.kube, advisor.memo.store, "default", run),
+                [*runs, *runs],
+            ))  # fmt: skip
+        assert appended.count(True) == 400 and appended.count(False) == 400
+        keys = api.get("runtimeprofiles", "default", WORKLOAD)["status"]["learnedSources"]
+        assert sorted(keys) == sorted(run.source for run in runs)
+        profile = advisor.api.get("runtimeprofiles", "default", WORKLOAD)
+        kept = len(profile["status"]["observations"])
+        assert kept == 40 * history.WINDOW and sum(s["count"] for s in profile["status"]["summaries"]) == 400
+        store = advisor.memo.store
+        api.wait_until(lambda: len(store.find("default", WORKLOAD).learned) == kept, 30)  # reloaded
+        api.wait_until(lambda: (api.get("runtimeprofiles", "default", WORKLOAD)["status"].get("model") or {})
+                       .get("samples") == 32 + kept, 60)  # fmt: skip
+        api.patch("runtimeprofiles", "default", WORKLOAD, {"metadata": {"labels": {"touched": "yes"}}})
+
+        def diffbase() -> str:  # kopf's, rewritten once the update handler has handled the label
+            notes = api.get("runtimeprofiles", "default", WORKLOAD)["metadata"].get("annotations") or {}
+            text = notes.get("rayjob-advisor.io/last-handled-configuration", "")
+            return text if "touched" in text else ""
+
+        written = api.wait_until(diffbase, 30)
+    assert "rayjob:u-" not in written and '"status"' not in written
+    assert len(written) < 16 * 1024 and len(json.dumps(profile)) < 512 * 1024

@@ -8,6 +8,7 @@ RuntimeProfile writes of ``kubeapi``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +28,6 @@ RETRY_SECONDS = wiring.RETRY_SECONDS
 @kopf.on.resume(*wiring.PROFILES, backoff=RETRY_SECONDS, registry=REGISTRY)
 @kopf.on.create(*wiring.PROFILES, backoff=RETRY_SECONDS, registry=REGISTRY)
 @kopf.on.update(*wiring.PROFILES, backoff=RETRY_SECONDS, registry=REGISTRY)
-@kopf.on.field(*wiring.PROFILES, field="status.observations", backoff=RETRY_SECONDS, registry=REGISTRY)
 def profile_changed(
     body: kopf.Body,
     namespace: str | None,
@@ -51,6 +51,29 @@ def profile_changed(
         if generation is not None:
             patch.status["observedGeneration"] = generation
         raise kopf.PermanentError(message) from exc
+
+
+@kopf.on.event(*wiring.PROFILES, registry=REGISTRY)
+def profile_seen(
+    type: str | None,
+    namespace: str | None,
+    name: str,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    memo: wiring.Memo,
+    **_: Any,
+) -> None:
+    """Reload on every change, learned runs included (the store ignores unchanged runs).
+
+    Not a field handler of ``status.observations``: kopf would copy the runs
+    into its diff-base annotation. A profile the operator cannot use is
+    reported by ``profile_changed``; here it is only left out.
+    """
+    if type == "DELETED":
+        return
+    with contextlib.suppress(wiring.BadProfile):
+        wiring.load_profile(memo, namespace, name, spec, status, meta.get("generation"))
 
 
 @kopf.on.delete(*wiring.PROFILES, optional=True, registry=REGISTRY)

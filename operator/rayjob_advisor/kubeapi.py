@@ -8,8 +8,11 @@ and the caller's own retry (kopf's backoff) takes over after the last one.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -17,13 +20,14 @@ from typing import Any, TypeVar, cast
 import kubernetes
 import urllib3
 
-from rayjob_advisor import profiles
+from rayjob_advisor import history, profiles
 from rayjob_advisor.observations import Observation
 
 GROUP, VERSION, PLURAL = profiles.API_GROUP, "v1alpha1", "runtimeprofiles"
 PROFILES = (GROUP, VERSION, PLURAL)
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
+CONFLICT_BACKOFF = (0.02, 1.0)  # seconds: jittered exponential backoff after a 409, from this base up to this cap
 TRANSIENT_BACKOFFS = (0.2, 0.5, 1.0, 2.0)  # seconds before each retry of a transient failure; then it raises
 COMPONENT = "rayjob-advisor"
 logger = logging.getLogger(__name__)
@@ -164,8 +168,14 @@ def append_observation(
     profile ``find`` resolves there, or, when the job was served by a shared
     or shipped profile, into a new RuntimeProfile in its namespace seeded
     with that profile's runs (from then on the namespace's own profile).
-    Optimistic concurrency: the write carries the resourceVersion it read and
-    is retried on 409. Raises ``ProfileConflict`` when the profile kept changing.
+    The run joins the bounded history of ``status`` (``history``: a window
+    of runs per configuration, per-configuration summaries, the last learned
+    keys). Appends to one profile are serialized in the process (one writer
+    per profile) and grouped: runs that arrive while a write is under way go
+    together in the next one (one read and one write for all of them). The
+    write carries the resourceVersion it read and is retried on 409 after a
+    jittered exponential backoff. Raises ``ProfileConflict`` when the
+    profile kept changing.
     """
     assert observation.workload is not None  # learned runs always name their workload
     profile = store.find(namespace, observation.workload)
@@ -173,21 +183,84 @@ def append_observation(
     if profile.namespace != namespace or name is None:
         name = profiles.resource_name(observation.workload)
         _create_seeded(api, target, name, observation.workload, profile.observations)
-    item = profiles.observation_to_k8s(observation)
-    for _ in range(CONFLICT_RETRIES):
-        current = _object(retried(api.get_namespaced_custom_object, GROUP, VERSION, target, PLURAL, name))
-        learned = list((current.get("status") or {}).get("observations") or [])
-        if any(existing.get("source") == observation.source for existing in learned):
-            return False
+    writer = _writer(target, name)
+    mine = _Pending(profiles.observation_to_k8s(observation))
+    with writer.guard:
+        writer.pending.append(mine)
+    with writer.lock:
+        if not mine.done:  # no write took it yet: this one takes it and whatever waits with it
+            with writer.guard:
+                batch, writer.pending = writer.pending, []
+            try:
+                results = _append_all(api, target, name, [entry.item for entry in batch])
+            except Exception as exc:  # noqa: BLE001 (handed to every waiting caller, who raises it)
+                for entry in batch:
+                    entry.error, entry.done = exc, True
+            else:
+                for entry, result in zip(batch, results, strict=True):
+                    entry.result, entry.done = result, True
+    if isinstance(mine.error, ProfileConflict):
+        raise ProfileConflict(str(mine.error)) from mine.error
+    if mine.error is not None:
+        raise mine.error
+    return mine.result
+
+
+def _append_all(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, items: list[dict[str, object]]
+) -> list[bool]:
+    """Learn ``items`` into RuntimeProfile ``namespace/name`` in one write; for each, whether it was new."""
+    for attempt in range(CONFLICT_RETRIES):
+        current = _object(retried(api.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name))
+        learned = history.History.from_status(current.get("status"))
+        results = []
+        for item in items:
+            source = item.get("source")
+            new = not learned.knows(source if isinstance(source, str) else None)
+            if new:
+                learned.add(item)
+            results.append(new)
+        if not any(results):
+            return results
         version = current["metadata"]["resourceVersion"]
-        body = {"metadata": {"resourceVersion": version}, "status": {"observations": [*learned, item]}}
+        body = {"metadata": {"resourceVersion": version}, "status": learned.status()}
         try:
-            retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, target, PLURAL, name, body)
-            return True
+            retried(api.patch_namespaced_custom_object_status, GROUP, VERSION, namespace, PLURAL, name, body)
+            return results
         except kubernetes.client.ApiException as exc:
             if exc.status != 409:
                 raise
-    raise ProfileConflict(f"RuntimeProfile {target}/{name} kept changing")
+        base, cap = CONFLICT_BACKOFF
+        time.sleep(random.uniform(0, min(cap, base * 2**attempt)))  # jitter, not secrecy
+    raise ProfileConflict(f"RuntimeProfile {namespace}/{name} kept changing")
+
+
+@dataclasses.dataclass
+class _Pending:
+    """A run waiting for its write; ``result``: whether it was new (set with ``done``), or ``error``."""
+
+    item: dict[str, object]
+    result: bool = False
+    error: Exception | None = None
+    done: bool = False
+
+
+@dataclasses.dataclass
+class _Writer:
+    """One RuntimeProfile's writes in this process: ``lock`` serializes them, ``pending`` waits for the next."""
+
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    guard: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    pending: list[_Pending] = dataclasses.field(default_factory=list)
+
+
+_writers: dict[tuple[str, str], _Writer] = {}
+_writers_guard = threading.Lock()
+
+
+def _writer(namespace: str, name: str) -> _Writer:
+    with _writers_guard:
+        return _writers.setdefault((namespace, name), _Writer())
 
 
 def _create_seeded(

@@ -143,6 +143,8 @@ class Profile:
     generation: int | None = None  # metadata.generation of the RuntimeProfile the runs were read from
     fitted_ok: bool | None = None  # the last fit's outcome; None before the first one
     transitioned_at: dt.datetime | None = None  # when ``fitted_ok`` last changed
+    fit_began: float | None = None  # time.monotonic() when the last fit began: refits are debounced on it
+    fit_seconds: float | None = None  # how long the last fit took
 
     @property
     def label(self) -> str:
@@ -160,6 +162,7 @@ class Profile:
         (if any) and says why in ``fit_error``.
         """
         version, observations = self.version, self.observations
+        self.fit_began = began = time.monotonic()
         try:
             model = RuntimeModel().fit(observations)
             if not math.isfinite(model.cv_mape_):
@@ -171,6 +174,7 @@ class Profile:
             logger.warning("the fit of profile %s failed", self.label, exc_info=True)
             self.fit_error = f"the fit of {len(observations)} runs failed: {type(exc).__name__}: {exc}"
             self.fit_reason = "FitFailed"
+        self.fit_seconds = time.monotonic() - began
         self.fitted_version = version
         self.fitted_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
         ok = self.fit_error is None
@@ -308,6 +312,7 @@ class ProfileStore:
 
 
 STUCK_INTERVALS = 30
+REFIT_DUTY = 0.1  # a profile's refits take at most this share of the time while its runs keep changing
 STUCK_SECONDS = 600.0  # a large profile's fit may take minutes: a stuck refitter is one silent longer than this
 
 
@@ -315,6 +320,11 @@ class Refitter:
     """Fits stale profiles in one background thread, so no request ever waits for a fit.
 
     ``on_fitted`` publishes each new fit (e.g. to the RuntimeProfile's status).
+    Refits are debounced: a profile is fitted at most once per ``interval``
+    seconds, and at most once per ``1 / REFIT_DUTY`` times its last fit's
+    duration (fitting takes at most about a tenth of the refitter's time
+    while runs keep coming), so a burst of learned runs costs one fit per
+    such gap, on all of the runs appended meanwhile (``fits`` counts them).
     No exception of a fit or a publication ends the thread; ``problem`` says
     when it is dead anyway, or stuck (``stuck_after`` seconds without a
     step while profiles wait for a fit).
@@ -332,6 +342,7 @@ class Refitter:
         self.interval = interval
         self.stuck_after = stuck_after if stuck_after is not None else max(STUCK_INTERVALS * interval, STUCK_SECONDS)
         self.heartbeat = time.monotonic()  # the last step: a loop iteration, a fit, a publication
+        self.fits = 0
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="refitter", daemon=True)
@@ -367,15 +378,22 @@ class Refitter:
         while not self._stopping.is_set():
             self.heartbeat = time.monotonic()
             self._wake.clear()
+            wait = self.interval
             try:
                 for profile in self.store.stale():
+                    since = time.monotonic() - (profile.fit_began if profile.fit_began is not None else -math.inf)
+                    gap = max(self.interval, (profile.fit_seconds or 0.0) / REFIT_DUTY)
+                    if since < gap:  # fitted a moment ago: coalesce with the changes still to come
+                        wait = min(wait, gap - since)
+                        continue
                     self._refit(profile)
             except Exception:  # a bug of ours must delay fitting, never end it
                 logger.exception("the refitter failed; it goes on")
-            self._wake.wait(self.interval)
+            self._wake.wait(wait)
 
     def _refit(self, profile: Profile) -> None:
         profile.fit()
+        self.fits += 1
         self.heartbeat = time.monotonic()
         try:
             self.on_fitted(profile)
