@@ -34,7 +34,7 @@ def api() -> Iterator[AdvisorEmulator]:
 def controller(api: AdvisorEmulator, *, standby: bool = False) -> AbstractContextManager[RunningAdvisor]:
     return running_advisor(
         api=api, standby=standby, peering=PEERING, peering_lifetime_seconds=LIFETIME,
-        refit_interval_seconds=0.1, shipped_profiles=False,
+        refit_interval_seconds=0.1, refit_duty=1.0, shipped_profiles=False,
     )  # fmt: skip
 
 

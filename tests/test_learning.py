@@ -329,9 +329,10 @@ def test_the_window_keeps_the_latest_runs_of_each_configuration_and_summaries_ke
 
 
 def test_the_history_is_bounded_whatever_the_number_of_runs():
-    kept = history.summarise(run_item(1 + i % 5000, 100.0, f"rayjob:{uuid.UUID(int=i)}:0", None) for i in range(12_000))
+    runs = history.MAX_SOURCES + 600  # past every cap: runs kept, configurations summarised, keys remembered
+    kept = history.summarise(run_item(1 + i % 600, 100.0, f"rayjob:{uuid.UUID(int=i)}:0", None) for i in range(runs))
     assert len(kept.observations) == history.MAX_RUNS and len(kept.summaries) == history.MAX_SUMMARIES
-    assert kept.sources[-1] == f"rayjob:{uuid.UUID(int=11_999)}:0" and len(kept.sources) == history.MAX_SOURCES
+    assert kept.sources[-1] == f"rayjob:{uuid.UUID(int=runs - 1)}:0" and len(kept.sources) == history.MAX_SOURCES
     assert len(json.dumps(kept.status())) < 512 * 1024
     assert "startupSeconds" not in kept.summaries[0]
 

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rayjob_advisor import __version__, history, kubeapi
 from rayjob_advisor import contract as ann
 from rayjob_advisor.observations import Observation
-from rayjob_advisor_testkit.advisor import RunningAdvisor, free_port, running_advisor
+from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
@@ -54,7 +54,7 @@ def api() -> Iterator[AdvisorEmulator]:
 
 def operator(api: AdvisorEmulator | None = None, **config: object) -> AbstractContextManager[RunningAdvisor]:
     """A fresh operator run (own memo, so a restart forgets everything in memory); on a new emulator unless ``api``."""
-    return running_advisor(api=api, **{"refit_interval_seconds": 0.1, "shipped_profiles": False, **config})
+    return running_advisor(api=api, **{**QUICK_REFITS, **config})
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from rayjob_advisor import contract as ann
 from rayjob_advisor import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor_testkit import emulator
-from rayjob_advisor_testkit.advisor import free_port, running_advisor
+from rayjob_advisor_testkit.advisor import QUICK_REFITS, free_port, running_advisor
 from rayjob_advisor_testkit.emulator import ApiError, rfc3339
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -32,7 +32,7 @@ def api() -> Iterator[AdvisorEmulator]:
 
 
 def operator(api: emulator.Emulator, **config: object):
-    return running_advisor(api=api, **{"refit_interval_seconds": 0.1, "shipped_profiles": False, **config})
+    return running_advisor(api=api, **{**QUICK_REFITS, **config})
 
 
 def fitted(api: emulator.Emulator, name: str) -> dict | None:

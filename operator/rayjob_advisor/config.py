@@ -50,6 +50,9 @@ class OperatorConfig(pydantic.BaseModel):
         default=None, description="API server URL (e.g. kubectl proxy); unset: in-cluster or kubeconfig"
     )
     refit_interval_seconds: float = pydantic.Field(default=2.0, gt=0, description="how often stale profiles refit")
+    refit_duty: float = pydantic.Field(
+        default=0.1, gt=0, le=1, description="largest share of time refits take while a profile's runs keep changing"
+    )
     shipped_profiles: bool = pydantic.Field(default=True, description="fall back on the embedded default profiles")
     metrics_port: int = pydantic.Field(default=9090, ge=0, le=65535, description="/metrics port; 0: none")
     metrics_job_ttl_seconds: float = pydantic.Field(

@@ -25,6 +25,7 @@ from rayjob_advisor.observations import Observation
 
 GROUP, VERSION, PLURAL = profiles.API_GROUP, "v1alpha1", "runtimeprofiles"
 PROFILES = (GROUP, VERSION, PLURAL)
+PEERINGS = ("kopf.dev", "v1")  # kopf's peering CRDs: ClusterKopfPeering, KopfPeering
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
 CONFLICT_BACKOFF = (0.02, 1.0)  # seconds: jittered exponential backoff after a 409, from this base up to this cap
@@ -87,6 +88,14 @@ def list_profiles(api: kubernetes.client.CustomObjectsApi, namespaces: tuple[str
         retried(api.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL) for namespace in namespaces
     ]
     return [item for listing in listings for item in _items(listing)]
+
+
+def read_peering(api: kubernetes.client.CustomObjectsApi, name: str, namespaces: tuple[str, ...]) -> dict[str, Any]:
+    """kopf's peering object, whose status lists the live peers: kopf keeps the same peers in each watched
+    namespace, so the first one's; cluster-wide when all namespaces are watched."""
+    if namespaces:
+        return _object(retried(api.get_namespaced_custom_object, *PEERINGS, namespaces[0], "kopfpeerings", name))
+    return _object(retried(api.get_cluster_custom_object, *PEERINGS, "clusterkopfpeerings", name))
 
 
 def _object(answer: object) -> dict[str, Any]:

@@ -321,7 +321,7 @@ class Refitter:
 
     ``on_fitted`` publishes each new fit (e.g. to the RuntimeProfile's status).
     Refits are debounced: a profile is fitted at most once per ``interval``
-    seconds, and at most once per ``1 / REFIT_DUTY`` times its last fit's
+    seconds, and at most once per ``1 / duty`` times its last fit's
     duration (fitting takes at most about a tenth of the refitter's time
     while runs keep coming), so a burst of learned runs costs one fit per
     such gap, on all of the runs appended meanwhile (``fits`` counts them).
@@ -336,10 +336,12 @@ class Refitter:
         on_fitted: Callable[[Profile], None],
         interval: float,
         stuck_after: float | None = None,
+        duty: float = REFIT_DUTY,
     ) -> None:
         self.store = store
         self.on_fitted = on_fitted
         self.interval = interval
+        self.duty = duty
         self.stuck_after = stuck_after if stuck_after is not None else max(STUCK_INTERVALS * interval, STUCK_SECONDS)
         self.heartbeat = time.monotonic()  # the last step: a loop iteration, a fit, a publication
         self.fits = 0
@@ -382,7 +384,7 @@ class Refitter:
             try:
                 for profile in self.store.stale():
                     since = time.monotonic() - (profile.fit_began if profile.fit_began is not None else -math.inf)
-                    gap = max(self.interval, (profile.fit_seconds or 0.0) / REFIT_DUTY)
+                    gap = max(self.interval, (profile.fit_seconds or 0.0) / self.duty)
                     if since < gap:  # fitted a moment ago: coalesce with the changes still to come
                         wait = min(wait, gap - since)
                         continue

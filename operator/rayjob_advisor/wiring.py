@@ -35,7 +35,6 @@ from rayjob_advisor.metrics import Metrics
 
 RAYJOBS = ("ray.io", "v1", "rayjobs")
 PROFILES = kubeapi.PROFILES
-PEERINGS = ("kopf.dev", "v1")  # kopf's peering CRDs: ClusterKopfPeering, KopfPeering
 STORAGE_PREFIX = "rayjob-advisor.io"
 RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
 STARTUP_BACKOFF_SECONDS = 2.0  # after kubeapi's own retries: start-up tries again soon, not after kopf's 60 s
@@ -152,27 +151,24 @@ def leads(memo: Memo) -> bool:
     if memo.priority is None or api is None or config.peering is None:
         return True
     try:
-        if config.watched_namespaces:
-            namespace = config.watched_namespaces[0]  # kopf keeps the same peers in each watched namespace
-            body = kubeapi.retried(
-                api.get_namespaced_custom_object, *PEERINGS, namespace, "kopfpeerings", config.peering
-            )
-        else:
-            body = kubeapi.retried(api.get_cluster_custom_object, *PEERINGS, "clusterkopfpeerings", config.peering)
+        peering = kubeapi.read_peering(api, config.peering, config.watched_namespaces)
     except Exception as exc:  # noqa: BLE001 - reported, and decided in favour of writing
         logger.warning("could not read the peering %s, acting as the leader: %s", config.peering, exc)
         return True
-    now = dt.datetime.now(dt.UTC)
-    peers = (body.get("status") if isinstance(body, Mapping) else None) or {}
+    return not _outranked(peering.get("status"), memo.priority, dt.datetime.now(dt.UTC))
+
+
+def _outranked(peers: object, priority: int, now: dt.datetime) -> bool:
+    """Whether a live peer in kopf's peering status has a higher priority (malformed entries do not count)."""
     for peer in peers.values() if isinstance(peers, Mapping) else ():
         try:
             seen = dt.datetime.fromisoformat(peer["lastseen"])
             alive = seen + dt.timedelta(seconds=float(peer.get("lifetime", 60))) > now
-            if alive and int(peer.get("priority", 0)) > memo.priority:
-                return False
+            if alive and int(peer.get("priority", 0)) > priority:
+                return True
         except (KeyError, TypeError, ValueError, AttributeError):  # not a peer kopf would count either
             continue
-    return True
+    return False
 
 
 def post(body: kopf.Body, *messages: Message) -> None:
@@ -206,8 +202,10 @@ def _start(memo: Memo, **_: Any) -> None:
         _start_with(memo, item)
     if memo.config.metrics_port:
         memo.metrics.serve(memo.config.metrics_port)
-    interval = memo.config.refit_interval_seconds
-    memo.refitter = profiles.Refitter(memo.store, lambda profile: _publish_fit(memo, profile), interval)
+    config = memo.config
+    memo.refitter = profiles.Refitter(
+        memo.store, lambda profile: _publish_fit(memo, profile), config.refit_interval_seconds, duty=config.refit_duty
+    )
     memo.refitter.start()
 
 

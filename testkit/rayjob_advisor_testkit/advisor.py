@@ -22,6 +22,9 @@ from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.emulator import Emulator, operator_settings, run_operator
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
+QUICK_REFITS: dict[str, Any] = {"refit_interval_seconds": 0.1, "refit_duty": 1.0, "shipped_profiles": False}
+"""Settings for tests: refits within a fraction of a second of a change, no shipped profile to hide a missing one."""
+
 
 def free_port() -> int:
     """A TCP port nobody listens on now (for the operator's webhook, metrics and liveness servers)."""
