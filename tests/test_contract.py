@@ -80,6 +80,9 @@ def test_rfc3339_deadlines():
         ({ann.DEADLINE: "90"}, "neither an RFC 3339 time (2026-12-02T18:00:00Z) nor a Go duration"),
         ({ann.DEADLINE: "2H"}, "neither an RFC 3339 time"),
         ({ann.DEADLINE: "2d"}, "neither an RFC 3339 time"),  # Go has no day unit
+        ({ann.DEADLINE: "87600000h"}, "deadline='87600000h': Value error, a deadline duration must be at most 8784h"),
+        ({ann.DATASET_SIZE: "1" + "0" * 400}, "Input should be less than or equal to 1000000000000"),
+        ({ann.BATCH_SIZE: "1" + "0" * 40}, "batch-size='1000"),
         ({ann.DEADLINE: "1h-30m"}, "neither an RFC 3339 time"),
         ({ann.DEADLINE: "1h 30m"}, "neither an RFC 3339 time"),
         ({ann.WORKLOAD: "  "}, "rayjob-advisor.io/workload='  ': Value error, must not be empty"),

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -19,7 +20,7 @@ from contextlib import AbstractContextManager
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rayjob_advisor import __version__, history, kubeapi
+from rayjob_advisor import __version__, application, history, kubeapi
 from rayjob_advisor import contract as ann
 from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
@@ -148,6 +149,21 @@ def test_mode_off_leaves_the_job_alone(live):
     api.create(rayjob("watched"))
     wait_for_note(api, "watched", ann.PREDICTION)
     assert not {k for k in notes_in(api, "quiet", "train") if k in OUTPUT_KEYS | {ann.ERROR}}
+
+
+def test_a_failure_inside_advise_is_reported_on_the_job_once_and_never_retried(live, monkeypatch):
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("boom")
+
+    api = live.api
+    monkeypatch.setattr(application, "advise", broken)
+    api.create(rayjob("broken-advice"))
+    error = wait_for_note(api, "broken-advice", ann.ERROR)
+    assert error == "could not predict: RuntimeError: boom"
+    time.sleep(1.5)  # kopf would have retried every second by now
+    events = [e for e in api.objects("events") if e["involvedObject"]["name"] == "broken-advice"]
+    assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")]
+    assert len(api.requests("PATCH", "rayjobs", name="broken-advice")) <= 2  # the error, kopf's own record
 
 
 def notes_in(api: AdvisorEmulator, namespace: str, name: str) -> dict[str, str]:

@@ -152,6 +152,13 @@ def _annotations(notes: Mapping[str, str | None]) -> MergePatch:
     return {"metadata": {"annotations": dict(notes)}}
 
 
+def failed(body: Mapping[str, Any], message: str, *, may_resize: bool) -> Advice:
+    """The advice when ``advise`` itself failed (a bug of ours, a value no check caught): the ``error``
+    annotation and a warning, the release of a held job — reported on the job, never retried forever."""
+    rayjob = RayJob(body)
+    return _bad_input(rayjob, message, rayjob.release() if may_resize else {}, workload=None)
+
+
 def _bad_input(rayjob: RayJob, message: str, release: MergePatch, workload: str | None) -> Advice:
     """The ``error`` annotation and a warning; an Event only when the error is new (no repeats on updates)."""
     new = rayjob.annotations.get(contract.ERROR) != message

@@ -109,6 +109,8 @@ def parse_deadline(text: str) -> Deadline:
     if after is not None:
         if after <= dt.timedelta(0):
             raise ValueError("a deadline duration must be positive")
+        if after > MAX_DEADLINE:
+            raise ValueError(f"a deadline duration must be at most {format_duration(MAX_DEADLINE.total_seconds())}")
         return Deadline(after=after)
     try:
         at = parse_timestamp(text)
@@ -120,6 +122,11 @@ def parse_deadline(text: str) -> Deadline:
         raise ValueError(f"{text!r} has no time zone offset; RFC 3339 needs one (e.g. 'Z' or '+01:00')")
     return Deadline(at=at)
 
+
+MAX_COUNT = 10**12
+Count = Annotated[int, pydantic.Field(gt=0, le=MAX_COUNT)]
+"""Samples, epochs, batch: positive, and small enough for the models' floating point (a trillion at most)."""
+MAX_DEADLINE = dt.timedelta(days=366)  # a deadline further away is a typo, not a plan
 
 Confidence = Annotated[float, pydantic.Field(gt=0.0, lt=1.0)]
 """The probability an upper bound holds: strictly between 0 and 1."""
@@ -133,9 +140,9 @@ class AdvisorInputs(pydantic.BaseModel):
     workload: str | None = None
     deadline: Deadline | None = None
     mode: Literal["off", "recommend", "enforce"] = "recommend"
-    dataset_size: pydantic.PositiveInt | None = None
-    epochs: pydantic.PositiveInt | None = None
-    batch_size: pydantic.PositiveInt | None = None
+    dataset_size: Count | None = None
+    epochs: Count | None = None
+    batch_size: Count | None = None
     confidence: Confidence = 0.9
     scale_group: str | None = None
     # Kubernetes' rule for env var names; a flag as argparse spells it.

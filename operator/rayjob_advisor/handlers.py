@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from rayjob_advisor import application, kubeapi, profiles, wiring
 from rayjob_advisor.rayjob import RayJob, is_finished, is_waiting, merge
 
 REGISTRY = wiring.registry()
+logger = logging.getLogger(__name__)
 RETRY_SECONDS = wiring.RETRY_SECONDS
 
 
@@ -95,15 +97,24 @@ def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
 @kopf.on.update(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
 def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
     """Predict (and plan) a RayJob that has not started; a job held for us is also resized and released."""
-    rayjob, now = RayJob(body), dt.datetime.now(dt.UTC).replace(microsecond=0)
+    rayjob = RayJob(body)
     key, held = (rayjob.namespace, name, uid), rayjob.hold is not None
-    try:
-        advice = application.advise(body, memo.store, policy=memo.policy(key[0]), may_resize=held, now=now)
-    except application.ProfileNotReady as exc:
-        raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+    advice = _advice(body, memo, policy=memo.policy(key[0]), may_resize=held)
     memo.metrics.advised(key, advice.workload, advice.p50, advice.error, advice.resized, "controller")
     wiring.post(body, *advice.messages)
     merge(patch, advice.patch)
+
+
+def _advice(body: kopf.Body, memo: wiring.Memo, *, policy: application.Policy, may_resize: bool) -> application.Advice:
+    """The advice, retried shortly while the profile is being fitted; any other failure is reported on the job."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    try:
+        return application.advise(body, memo.store, policy=policy, may_resize=may_resize, now=now)
+    except application.ProfileNotReady as exc:
+        raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+    except Exception as exc:
+        logger.exception("could not predict %s", body.get("metadata", {}).get("name"))
+        return application.failed(body, f"could not predict: {type(exc).__name__}: {exc}", may_resize=may_resize)
 
 
 @kopf.on.field(*wiring.RAYJOBS, field="status.jobDeploymentStatus", when=lambda status, **_: is_finished(status),
