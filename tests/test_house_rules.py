@@ -32,7 +32,7 @@ def test_handlers_are_thin(module):
 
 
 def test_the_admission_and_create_handlers_call_advise_once_and_nothing_else_of_the_domain():
-    for module, name in ((handlers, "predict"), (webhook, "_advice_or_unchanged")):
+    for module, name in ((handlers, "_advice"), (webhook, "_advice_or_unchanged")):
         source = inspect.getsource(getattr(module, name))
         assert source.count("application.advise(") == 1
         assert "prediction." not in source and "planner." not in source and "features" not in source
