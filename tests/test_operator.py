@@ -417,6 +417,18 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
         wait_for_note(api, "train", ann.ACTUAL_RUNTIME_SECONDS)
         after = scrape(port)
         gone = api.wait_until(lambda: ("rayjob_advisor_actual_runtime_seconds", job) not in scrape(port) or None, 30)
+        api.create(rayjob("deleted"))
+        wait_for_note(api, "deleted", ann.PREDICTED_RUNTIME_SECONDS)
+        deleted = (
+            ("name", "deleted"),
+            ("namespace", "default"),
+            ("uid", api.get("rayjobs", "default", "deleted")["metadata"]["uid"]),
+        )
+        assert ("rayjob_advisor_predicted_runtime_seconds", deleted) in scrape(port)
+        api.delete("rayjobs", "default", "deleted")
+        dropped = api.wait_until(
+            lambda: ("rayjob_advisor_predicted_runtime_seconds", deleted) not in scrape(port) or None, 30
+        )
     assert before[("rayjob_advisor_predicted_runtime_seconds", job)] == pytest.approx(predicted, abs=0.05)
     assert before[("rayjob_advisor_predictions_total", (("result", "predicted"), ("workload", WORKLOAD)))] == 1
     assert before[("rayjob_advisor_predictions_total", (("result", "error"), ("workload", "bert")))] == 1
@@ -431,7 +443,7 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
     )
     assert after.get(("rayjob_advisor_underestimates_total", error), 0) == (1 if predicted < 600 else 0)
     assert after[("rayjob_advisor_deadline_outcomes_total", (("outcome", "met"),))] == 1
-    assert gone  # per-job series expire after the job ends
+    assert gone and dropped  # per-job series expire after the job ends, or is deleted before it ran
 
 
 def test_an_invalid_profile_is_reported_and_does_not_stop_the_operator(api):

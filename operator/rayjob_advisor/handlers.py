@@ -105,6 +105,13 @@ def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wirin
     merge(patch, advice.patch)
 
 
+@kopf.on.event(*wiring.RAYJOBS, registry=REGISTRY)
+def rayjob_deleted(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Memo, **_: Any) -> None:
+    """A job deleted before it finished: its per-job gauges expire as a finished job's do (no finalizer needed)."""
+    if type == "DELETED":
+        memo.metrics.jobs.finish((RayJob(body).namespace, name, uid), None)
+
+
 def _advice(body: kopf.Body, memo: wiring.Memo, *, policy: application.Policy, may_resize: bool) -> application.Advice:
     """The advice, retried shortly while the profile is being fitted; any other failure is reported on the job."""
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
