@@ -8,7 +8,6 @@ RuntimeProfile writes of ``kubeapi``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 from collections.abc import Mapping
@@ -53,36 +52,6 @@ def profile_changed(
         if generation is not None:
             patch.status["observedGeneration"] = generation
         raise kopf.PermanentError(message) from exc
-
-
-@kopf.on.event(*wiring.PROFILES, registry=REGISTRY)
-def profile_seen(
-    type: str | None,
-    namespace: str | None,
-    name: str,
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
-    meta: Mapping[str, Any],
-    memo: wiring.Memo,
-    **_: Any,
-) -> None:
-    """Reload on every change, learned runs included (the store ignores unchanged runs).
-
-    Not a field handler of ``status.observations``: kopf would copy the runs
-    into its diff-base annotation. A profile the operator cannot use is
-    reported by ``profile_changed``; here it is only left out.
-    """
-    if type == "DELETED":
-        return
-    with contextlib.suppress(wiring.BadProfile):
-        wiring.load_profile(memo, namespace, name, spec, status, meta.get("generation"))
-
-
-@kopf.on.delete(*wiring.PROFILES, optional=True, registry=REGISTRY)
-def profile_deleted(namespace: str | None, spec: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> None:
-    workload = spec.get("workload")
-    if isinstance(workload, str):
-        memo.store.remove(namespace or "", workload)
 
 
 # RayJobs: predict before they run; learn when they finish.
@@ -134,7 +103,8 @@ async def finished(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo
     patch, or a previous leader) was reported then; only the annotations are written again.
     A run not to be learned (a failed job) is reported by the one handling of its finish.
     """
-    namespace, key = RayJob(body).namespace, (RayJob(body).namespace, name, uid)
+    namespace = RayJob(body).namespace
+    key = (namespace, name, uid)
     lesson = application.learn(body, memo.policy(namespace))
     observation = lesson.observation
     if observation is not None:

@@ -302,23 +302,6 @@ def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     settings.admission.managed = None
 
 
-@kopf.on.event(*wiring.PROFILES, registry=REGISTRY)
-def profile_seen(
-    type: str,
-    namespace: str | None,
-    name: str,
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
-    memo: wiring.Memo,
-    **_: Any,
-) -> None:
-    """Read-only mirror of the RuntimeProfiles (the controller owns their status)."""
-    if type == "DELETED":
-        memo.store.remove(namespace or "", spec["workload"])
-    else:
-        wiring.load_profile(memo, namespace, name, spec, status)
-
-
 @kopf.on.mutate(
     *wiring.RAYJOBS, operations=["CREATE"], id="advise", ignore_failures=True, side_effects=False, registry=REGISTRY
 )

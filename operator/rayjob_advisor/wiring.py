@@ -17,6 +17,7 @@ the leader would miss changes); kopf's pause stops the watch streams.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -179,13 +180,15 @@ def post(body: kopf.Body, *messages: Message) -> None:
 
 
 def registry() -> kopf.OperatorRegistry:
-    """A registry with the handlers every role needs: log in, load profiles at start-up, watch namespaces."""
+    """A registry with the handlers every role needs: log in, load profiles at start-up and mirror their
+    changes, watch namespaces."""
     result = kopf.OperatorRegistry()
     kopf.on.login(registry=result)(_login)
     kopf.on.startup(backoff=STARTUP_BACKOFF_SECONDS, registry=result)(_start)
     kopf.on.cleanup(registry=result)(_stop)
     kopf.on.probe(id="refitter", errors=kopf.ErrorsMode.PERMANENT, registry=result)(_probe_refitter)
     kopf.on.event("", "v1", "namespaces", registry=result)(_namespace_seen)
+    kopf.on.event(*PROFILES, registry=result)(_profile_seen)
     return result
 
 
@@ -259,6 +262,31 @@ def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo,
         memo.namespace_labels.pop(name, None)
     else:
         memo.namespace_labels[name] = dict(labels)
+
+
+def _profile_seen(
+    type: str | None,
+    namespace: str | None,
+    name: str,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    memo: Memo,
+    **_: Any,
+) -> None:
+    """Mirror every change of a RuntimeProfile, learned runs included (the store ignores unchanged runs).
+
+    An event handler, not a field handler of ``status.observations``: kopf would copy the runs into
+    its diff-base annotation. A profile the operator cannot use is left out here; the controller's
+    change handler reports it.
+    """
+    if type == "DELETED":
+        workload = spec.get("workload")
+        if isinstance(workload, str):
+            memo.store.remove(namespace or "", workload)
+        return
+    with contextlib.suppress(BadProfile):
+        load_profile(memo, namespace, name, spec, status, meta.get("generation"))
 
 
 class BadProfile(ValueError):
