@@ -24,6 +24,7 @@ import pathlib
 import zlib
 
 from rayjob_advisor.observations import Observation, write_observations
+from rayjob_advisor_testkit.paths import POLLUX, require_shared
 
 # Training-set sizes (samples) of the Pollux workloads (Pollux paper, Table 1).
 TRAINING_SET_SIZES: dict[str, int] = {
@@ -36,13 +37,15 @@ TRAINING_SET_SIZES: dict[str, int] = {
 }
 SIZE_FRACTIONS: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0)
 MODELS: tuple[str, ...] = tuple(TRAINING_SET_SIZES)
-DEFAULT_POLLUX = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "pollux"
+DEFAULT_POLLUX = POLLUX
 
 
 def pollux_observations(pollux_dir: pathlib.Path, model: str) -> list[Observation]:
     """The placements of one Pollux model as observations (see module docstring)."""
+    placements = pollux_dir / model / "placements.csv"
+    require_shared(placements)
     observations = []
-    with (pollux_dir / model / "placements.csv").open(newline="") as stream:
+    with placements.open(newline="") as stream:
         for row in csv.DictReader(stream):
             placement, local_bsz = row["placement"], int(row["local_bsz"])
             workers = sum(int(d) for d in placement)

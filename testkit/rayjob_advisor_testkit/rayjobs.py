@@ -8,8 +8,9 @@ from typing import Any
 import yaml
 
 from rayjob_advisor_testkit import schemas
-from rayjob_advisor_testkit.paths import KUBERAY_CRDS, SAMPLES
+from rayjob_advisor_testkit.paths import KUBERAY_CRDS, SAMPLES, require_shared
 
+require_shared(KUBERAY_CRDS)  # one line, not a traceback, where ../shared is missing
 RAYJOB_SCHEMA = schemas.crd_schema(KUBERAY_CRDS / "ray.io_rayjobs.yaml", "v1")
 rayjob_violations = schemas.schema_checker(RAYJOB_SCHEMA)
 """Every schema violation of a RayJob (after defaulting) against the real KubeRay CRD, as "path: message"."""
@@ -23,6 +24,7 @@ def assert_valid_rayjob(rayjob: dict[str, Any]) -> None:
 
 def sample_rayjobs() -> list[tuple[str, dict[str, Any]]]:
     """Every RayJob document of the KubeRay samples, by file name."""
+    require_shared(SAMPLES)
     found = []
     for path in sorted(SAMPLES.rglob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
