@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -193,6 +194,21 @@ def test_run_takes_repeated_shared_profile_namespaces(capsys, monkeypatch):
     monkeypatch.setattr(cli, "load_config", load)
     status, _, err = run(capsys, "run", "--shared-profile-namespace", "platform", "--shared-profile-namespace", "ml")
     assert status == 2 and "tls_cert_file" in err and seen["shared_profile_namespaces"] == ["platform", "ml"]
+
+
+@pytest.mark.parametrize("role", ["controller", "webhook"])
+def test_run_without_a_cluster_or_kubeconfig_exits_with_one_line(tmp_path, role):
+    """Not in a cluster, KUBECONFIG names no file: one line and status 2, not kopf's retry loop of tracebacks."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "RAYJOB_ADVISOR_"))}
+    environment["KUBECONFIG"] = str(tmp_path / "missing-kubeconfig")
+    (tmp_path / "tls.crt").touch()
+    tls = ["--tls-cert-file", tmp_path / "tls.crt", "--tls-key-file", tmp_path / "tls.crt"] if role == "webhook" else []
+    command = [sys.executable, "-m", "rayjob_advisor.cli", "run", "--role", role, "--liveness-port", "0", *tls]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and not done.stdout, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("rayjob-advisor: error: no Kubernetes API to talk to: not in a cluster")
+    assert f"no usable kubeconfig at {tmp_path / 'missing-kubeconfig'}" in line and "--kube-api" in line
 
 
 MANIFEST = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: job\n  annotations:\n    {}\n"

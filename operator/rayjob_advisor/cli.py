@@ -266,7 +266,7 @@ def _run(args: argparse.Namespace) -> None:
 
     import kopf
 
-    from rayjob_advisor import run  # kopf and the Kubernetes client load only for the operator
+    from rayjob_advisor import kubeapi, run  # kopf and the Kubernetes client load only for the operator
 
     flags = {key: value for key, value in vars(args).items() if key in OperatorConfig.model_fields}
     try:
@@ -277,6 +277,10 @@ def _run(args: argparse.Namespace) -> None:
         )
         raise CliError(f"bad settings: {problems}") from None
     log_format = kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL
+    try:
+        kubeapi.client(config.kube_api)  # before kopf, which would retry a missing kubeconfig forever
+    except kubeapi.NoCluster as exc:
+        raise CliError(str(exc)) from None
     kopf.configure(verbose=False, log_format=log_format)
     asyncio.run(kopf.operator(**run.operator_arguments(config)))
 

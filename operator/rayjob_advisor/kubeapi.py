@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import os
 import random
 import threading
 import time
@@ -35,6 +36,10 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class NoCluster(Exception):
+    """Neither in a cluster nor a usable kubeconfig: the operator has nothing to talk to (a user error)."""
+
+
 class ProfileConflict(Exception):
     """A RuntimeProfile kept changing under our writes: try again later."""
 
@@ -47,8 +52,15 @@ def client(kube_api: str | None) -> kubernetes.client.CustomObjectsApi:
     else:
         try:
             kubernetes.config.load_incluster_config()
-        except kubernetes.config.ConfigException:
-            kubernetes.config.load_kube_config()
+        except kubernetes.config.ConfigException as outside:
+            try:
+                kubernetes.config.load_kube_config()
+            except (kubernetes.config.ConfigException, OSError) as unusable:
+                kubeconfig = os.environ.get("KUBECONFIG", "~/.kube/config")
+                raise NoCluster(
+                    f"no Kubernetes API to talk to: not in a cluster ({outside}) and no usable kubeconfig "
+                    f"at {kubeconfig} ({unusable}); set KUBECONFIG, or pass --kube-api URL"
+                ) from None
         configuration = kubernetes.client.Configuration.get_default_copy()
     configuration.retries = False  # no hidden urllib3 retries: ``retried`` bounds them, with backoff
     return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(configuration))
