@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
 import helm_python as helm
 import kubernetes_validate
@@ -10,7 +11,11 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
+from rayjob_advisor import contract as ann
+from rayjob_advisor_testkit import schemas
+from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.paths import REPO
+from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
 CHART = REPO / "charts" / "rayjob-advisor"
 KUBERNETES = latest_version()
@@ -75,6 +80,11 @@ def render(values: dict) -> list[dict]:
 
 def by_kind(objects: list[dict], kind: str) -> list[dict]:
     return [o for o in objects if o["kind"] == kind]
+
+
+def installed(objects: list[dict]) -> list[dict]:
+    """What `helm install` creates: not the `helm test` hook's objects."""
+    return [o for o in objects if "helm.sh/hook" not in (o["metadata"].get("annotations") or {})]
 
 
 @pytest.fixture(scope="module", params=list(VALUE_SETS), ids=list(VALUE_SETS))
@@ -175,13 +185,13 @@ def rules(objects: list[dict], kind: str, name: str) -> list[list[dict]]:
 
 
 def test_rbac_is_exactly_what_the_code_needs():
-    cluster_wide = render({})
+    cluster_wide = installed(render({}))
     assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-controller") == [
         NAMESPACED + CLUSTER + peering("clusterkopfpeerings")
     ]
     assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]
     assert not by_kind(cluster_wide, "Role")
-    one_namespace = render({"namespaces": ["ml-team"]})
+    one_namespace = installed(render({"namespaces": ["ml-team"]}))
     assert rules(one_namespace, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER]
     (role,) = by_kind(one_namespace, "Role")
     assert role["metadata"]["namespace"] == "ml-team" and role["rules"] == NAMESPACED + peering("kopfpeerings")
@@ -190,13 +200,15 @@ def test_rbac_is_exactly_what_the_code_needs():
         {"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}
     ]
     # Shared profile namespaces are watched too: the same Role there (once), none more cluster-wide.
-    shared = render({"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]})
+    shared = installed(render({"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]}))
     assert [(r["metadata"]["namespace"], r["rules"]) for r in by_kind(shared, "Role")] == [
         ("ml-team", NAMESPACED + peering("kopfpeerings")),
         ("platform", NAMESPACED + peering("kopfpeerings")),
     ]
     assert [b["metadata"]["namespace"] for b in by_kind(shared, "RoleBinding")] == ["ml-team", "platform"]
-    assert not by_kind(render({"sharedProfileNamespaces": ["platform"]}), "Role")  # all watched: the ClusterRole
+    assert not by_kind(
+        installed(render({"sharedProfileNamespaces": ["platform"]})), "Role"
+    )  # all watched: the ClusterRole
 
 
 def env_of(objects: list[dict], deployment: str) -> dict[str, str]:
@@ -291,6 +303,7 @@ def test_the_metrics_port_is_open_to_the_configured_peers():
         ({"metrics": {"port": 0}}, "/metrics/port"),
         ({"replicas": 3}, "replicas"),
         ({"controller": {"replicas": 0}}, "/controller/replicas"),
+        ({"helmTest": {"namespace": "Not_A_Namespace"}}, "/helmTest/namespace"),
     ],
 )
 def test_invalid_values_are_rejected_by_the_schema(values, message):
@@ -311,3 +324,93 @@ def test_kopfs_peering_crds_ship_with_the_chart(plural):
     kubernetes_validate.validate(crd, KUBERNETES, strict=True)
     assert crd["metadata"]["name"] == f"{plural}.kopf.dev" and crd["spec"]["names"]["plural"] == plural
     assert crd["spec"]["scope"] == ("Cluster" if plural.startswith("cluster") else "Namespaced")
+
+
+def chart_metadata() -> dict:
+    return yaml.safe_load((CHART / "Chart.yaml").read_text())
+
+
+def test_every_object_validates_against_the_oldest_kubernetes_the_chart_accepts(rendered):
+    _, objects = rendered
+    oldest = chart_metadata()["kubeVersion"].removeprefix(">=").removesuffix("-0")
+    assert oldest in kubernetes_validate.utils.all_versions()  # kubernetes-validate knows it: the check is real
+    for obj in objects:
+        if obj["kind"] not in FOREIGN_KINDS:
+            kubernetes_validate.validate(obj, oldest, strict=True)
+
+
+def test_artifact_hub_annotations_describe_the_chart():
+    annotations = chart_metadata()["annotations"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert annotations["artifacthub.io/license"] == project["license"]["text"]
+    links = yaml.safe_load(annotations["artifacthub.io/links"])
+    assert {link["name"] for link in links} >= {"source"} and all(link["url"].startswith("https://") for link in links)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    images = yaml.safe_load(annotations["artifacthub.io/images"])
+    assert [i["image"] for i in images] == [f"{values['image']['repository']}:{chart_metadata()['appVersion']}"]
+    crds = [yaml.safe_load(path.read_text()) for path in sorted((CHART / "crds").glob("*.yaml"))]
+    shipped = {(c["spec"]["names"]["kind"], c["spec"]["versions"][0]["name"], c["metadata"]["name"]) for c in crds}
+    assert {(c["kind"], c["version"], c["name"]) for c in yaml.safe_load(annotations["artifacthub.io/crds"])} == shipped
+    (example,) = yaml.safe_load(annotations["artifacthub.io/crdsExamples"])
+    (profile_crd,) = [c for c in crds if c["spec"]["names"]["kind"] == example["kind"]]
+    schema = schemas.crd_schema(CHART / "crds" / "rayjob-advisor.io_runtimeprofiles.yaml", "v1alpha1")
+    assert example["apiVersion"] == f"{profile_crd['spec']['group']}/v1alpha1"
+    assert schemas.schema_checker(schema)(example) == []
+
+
+def hook_objects(objects: list[dict]) -> dict[str, dict]:
+    """The `helm test` hook's objects by kind."""
+    hooks = [o for o in objects if (o["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
+    by_kinds = {o["kind"]: o for o in hooks}
+    assert len(by_kinds) == len(hooks)  # one of each kind
+    return by_kinds
+
+
+def test_helm_test_hook_exists_only_with_the_webhook(rendered):
+    name, objects = rendered
+    hooks = hook_objects(objects)
+    if name.endswith("webhook off"):
+        assert not hooks
+        return
+    assert set(hooks) == {"ServiceAccount", "Role", "RoleBinding", "Pod"}
+    for obj in hooks.values():  # removed once they pass; a failed run stays for `kubectl logs`
+        assert obj["metadata"]["annotations"]["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    weight = {kind: int(o["metadata"]["annotations"].get("helm.sh/hook-weight", "0")) for kind, o in hooks.items()}
+    assert max(weight[k] for k in ("ServiceAccount", "Role", "RoleBinding")) < weight["Pod"]  # RBAC first
+
+
+def test_helm_test_hook_may_only_create_rayjobs_in_its_namespace():
+    hooks = hook_objects(render({"helmTest": {"namespace": "ml-team"}}))
+    account, role, binding, pod = (hooks[k] for k in ("ServiceAccount", "Role", "RoleBinding", "Pod"))
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "ml-team"
+    assert role["rules"] == [{"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create"]}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ops"}]
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == account["metadata"]["name"] and spec["restartPolicy"] == "Never"
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (container,) = spec["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True and container["resources"]["requests"]
+    assert container["image"] == "ghcr.io/rayjob-advisor/rayjob-advisor:0.1.0"  # the advisor's own image
+    rayjob = json.loads({e["name"]: e.get("value") for e in container["env"]}["RAYJOB"])
+    assert rayjob["metadata"]["namespace"] == "ml-team"
+
+
+def test_helm_test_hook_dry_runs_a_valid_rayjob_the_webhook_predicts():
+    """The hook's RayJob passes KubeRay's CRD, and the real webhook answers its dry-run with a prediction."""
+    (container,) = hook_objects(render({}))["Pod"]["spec"]["containers"]
+    command = container["command"]
+    assert command[:2] == ["python", "-c"]
+    compile(command[2], "helm-test", "exec")
+    assert 'dry_run="All"' in command[2] and "rayjob-advisor.io/predicted-runtime" in command[2]
+    rayjob = json.loads({e["name"]: e.get("value") for e in container["env"]}["RAYJOB"])
+    assert_valid_rayjob(rayjob)
+    with running_advisor("webhook") as advisor:
+        advisor.wait_for_model("digits-cnn")
+        stored, response = advisor.webhook.admit(rayjob, dry_run=True)
+    written = set(stored["metadata"]["annotations"]) - set(rayjob["metadata"]["annotations"])
+    assert ann.PREDICTED_RUNTIME in written and ann.ERROR not in written, response.get("warnings")
