@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import math
+import shutil
 import string
+import subprocess
+import sys
+import tomllib
 
 import pytest
 import yaml
 
 from benchmarks import pollux
 from rayjob_advisor import contract, features
+from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.paths import POLLUX, REPO
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
@@ -51,3 +57,66 @@ def test_the_kuberay_profiling_rayjob_template_renders_a_valid_rayjob():
     rayjob = yaml.safe_load(rendered)
     assert_valid_rayjob(rayjob)
     assert "rayjob-advisor profile --address auto" in rayjob["spec"]["entrypoint"]
+
+
+SCRIPT = REPO / "operator" / "rayjob_advisor" / "profiling" / "data_parallel.py"
+DIGITS = [p for p in EXAMPLES if "digits-cnn" in p.read_text()]
+
+
+def rayjob_of(path) -> dict:
+    (rayjob,) = [d for d in yaml.safe_load_all(path.read_text()) if d.get("kind") == "RayJob"]
+    return rayjob
+
+
+@pytest.mark.parametrize("path", DIGITS, ids=[p.name for p in DIGITS])
+def test_digits_examples_run_the_profiled_script_from_their_configmap(path):
+    rayjob = rayjob_of(path)
+    annotations, spec = rayjob["metadata"]["annotations"], rayjob["spec"]
+    flags = " ".join(
+        f"--{key} {annotations[contract.PREFIX + key]}" for key in ("dataset-size", "epochs", "batch-size")
+    )
+    assert spec["entrypoint"] == f"python /home/ray/samples/train_digits.py {flags}"
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    (mount,) = head["containers"][0]["volumeMounts"]
+    (volume,) = [v for v in head["volumes"] if v["name"] == mount["name"]]
+    assert mount["mountPath"] == "/home/ray/samples" and volume["configMap"] == {"name": "train-digits"}
+    (group,) = spec["rayClusterSpec"]["workerGroupSpecs"]
+    images = {c["image"] for c in [*head["containers"], *group["template"]["spec"]["containers"]]}
+    assert images == {"rayproject/ray:2.52.0-py311"}  # Python 3.11, as PyTorch 2.13 needs
+    environment = yaml.safe_load(spec["runtimeEnvYAML"])
+    pin = next(
+        d
+        for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["profile"]
+        if d.startswith("torch")
+    )
+    assert pin.split()[0] in environment["pip"]["packages"]
+    assert environment["env_vars"]["NUM_WORKERS"] == str(group["replicas"])
+
+
+def test_the_example_script_is_standalone(tmp_path):
+    """The ConfigMap holds this one file: it may import nothing of rayjob_advisor, and runs as a script."""
+    imported = {
+        alias.name if isinstance(node, ast.Import) else node.module
+        for node in ast.walk(ast.parse(SCRIPT.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else [node])
+    }
+    assert not {name for name in imported if name and name.startswith("rayjob_advisor")}
+    script = tmp_path / "train_digits.py"
+    shutil.copy(SCRIPT, script)
+    done = subprocess.run(
+        [sys.executable, script, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and "--dataset-size" in done.stdout, done.stderr
+
+
+def test_enforce_rewrites_the_example_worker_count_and_keeps_its_runtime_env():
+    rayjob = {**rayjob_of(REPO / "examples" / "deadline-enforce.yaml")}
+    rayjob["metadata"] = {**rayjob["metadata"], "namespace": "default"}
+    with running_advisor("webhook") as advisor:
+        advisor.wait_for_model("digits-cnn")
+        stored, _ = advisor.webhook.admit(rayjob, dry_run=True)
+    (group,) = stored["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    before, after = yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"]), yaml.safe_load(stored["spec"]["runtimeEnvYAML"])
+    assert after["env_vars"]["NUM_WORKERS"] == str(group["replicas"]) and after["pip"] == before["pip"]
+    assert contract.ORIGINAL_REPLICAS in stored["metadata"]["annotations"]
