@@ -1,22 +1,42 @@
 #!/usr/bin/env bash
-# End to end on a real cluster for those who have Docker and kind (not run in CI): build the image,
-# create a kind cluster with KubeRay, install the chart, apply an annotated RayJob, show its prediction.
+# End to end on a real cluster for those who have Docker and kind (not run in CI, which has no Docker; linted by
+# tests/test_readme.py with ShellCheck): build the image, create a kind cluster with KubeRay, install the chart, run
+# `helm test` (a server-side dry-run through the webhook), apply an annotated example RayJob, show its prediction.
 #   hack/e2e-kind.sh            (needs: docker, kind, kubectl, helm)
+# Environment: CLUSTER (rayjob-advisor), KUBERAY_VERSION (the kuberay-operator chart version; default: the latest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster=${CLUSTER:-rayjob-advisor}
 image=rayjob-advisor:e2e
+kuberay_version=()
+if [[ -n ${KUBERAY_VERSION:-} ]]; then
+  kuberay_version=(--version "$KUBERAY_VERSION")
+fi
+
+for tool in docker kind kubectl helm; do
+  command -v "$tool" >/dev/null || { echo "e2e-kind: $tool is needed and not on PATH" >&2; exit 1; }
+done
 
 docker build -t "$image" .
 kind get clusters | grep -qx "$cluster" || kind create cluster --name "$cluster"
+kubectl config use-context "kind-$cluster"
 kind load docker-image "$image" --name "$cluster"
 
 helm repo add kuberay https://ray-project.github.io/kuberay-helm/ >/dev/null
-helm upgrade --install kuberay-operator kuberay/kuberay-operator --wait
+helm repo update kuberay >/dev/null
+helm upgrade --install kuberay-operator kuberay/kuberay-operator "${kuberay_version[@]}" --wait
 helm upgrade --install advisor charts/rayjob-advisor --namespace rayjob-advisor --create-namespace \
   --set image.repository=rayjob-advisor --set image.tag=e2e --set image.pullPolicy=Never --wait
 
 kubectl label namespace default rayjob-advisor.io/webhook=enabled --overwrite
-kubectl apply -f examples/deadline-enforce.yaml   # prints the webhook's warnings
-kubectl wait rayjob/digits-deadline-enforce --for=jsonpath='{.metadata.annotations.rayjob-advisor\.io/prediction}' --timeout=120s
+helm test advisor --namespace rayjob-advisor --logs   # a dry-run RayJob through the webhook gets its prediction
+
+# The digits examples run the profiled digits CNN, mounted from this ConfigMap into rayproject/ray.
+kubectl create configmap train-digits \
+  --from-file=train_digits.py=operator/rayjob_advisor/profiling/data_parallel.py --dry-run=client -o yaml |
+  kubectl apply -f -
+kubectl apply -f examples/deadline-recommend.yaml   # prints the webhook's warnings
+kubectl wait rayjob/digits-deadline-recommend --timeout=120s \
+  --for=jsonpath='{.metadata.annotations.rayjob-advisor\.io/prediction}'
 kubectl get rayjobs -o custom-columns='NAME:.metadata.name,PREDICTED:.metadata.annotations.rayjob-advisor\.io/predicted-runtime,REPLICAS:.spec.rayClusterSpec.workerGroupSpecs[0].replicas,ERROR:.metadata.annotations.rayjob-advisor\.io/error'
+echo "Follow it: kubectl get rayjob digits-deadline-recommend -w (actual-runtime-seconds once it succeeded)"
