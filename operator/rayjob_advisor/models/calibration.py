@@ -11,10 +11,16 @@ every question looks like a random training run.
 One pool does not serve every configuration: a profile fits its 1-node runs
 better than its 2-node ones. So the residuals are kept per configuration
 band (the node count of the held-out run), and a run is bounded by its
-band's residuals (its nearest measured band's; all bands' when its own has
-fewer than ``MIN_BAND``). Runs whose configuration the profile measured are
+band's residuals (its nearest measured band's; all bands' as well when its
+own has fewer than ``MIN_BAND``: a small band is not trusted to be narrow;
+all bands' only when it has fewer than ``MIN_SMALL_BAND``).
+Nor does one pool serve every kind of question: a random run (K-fold) is
+easier than an unseen worker count or dataset size. So each split keeps its
+own banded pool, and a bound must hold by each of them: the upper bound is the largest of their conformal quantiles, the
+probability of finishing in time the smallest of their estimates (the same
+ranks either way). Runs whose configuration the profile measured are
 anchored (``anchoring``) and bounded by the residuals of anchored held-out
-runs instead, per band too.
+runs instead, per split and band too.
 
 Beyond the most workers the profile ran, a run is ``d = log(workers / most
 profiled)`` away from the data. The held-out runs of the worker
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -36,6 +43,8 @@ from rayjob_advisor.models import design
 
 MIN_BAND = 20
 """Held-out runs a band needs to be bounded by its own residuals (a conformal 0.95 quantile needs 19)."""
+MIN_SMALL_BAND = 9
+"""Held-out runs a smaller band needs to widen the all-band bound (a conformal 0.9 quantile needs 9)."""
 _ROUNDING = 1e-9
 """Relative slack when a runtime is compared with a bound computed from the same residual."""
 
@@ -54,8 +63,8 @@ def upper_bound(predicted: np.ndarray, residuals: np.ndarray, confidence: float)
 def probability_within(predicted: np.ndarray, residuals: np.ndarray, seconds: np.ndarray) -> np.ndarray:
     """The conformal estimate of P(runtime <= seconds): the share of the n residuals (out of n + 1) it allows.
 
-    The same ranks as ``relative_margin``: at ``upper_bound(..., q)`` it is at least ``q`` (when the
-    n residuals are enough for ``q``: at least ``q / (1 - q)``; else n / (n + 1)).
+    The same ranks as ``relative_margin``: at ``upper_bound(..., q)`` it is at least ``q`` when the
+    n residuals are enough for ``q`` (at least ``q / (1 - q)``), else n / (n + 1).
     """
     allowed = np.searchsorted(residuals, seconds / predicted - 1.0 + _ROUNDING, side="right")
     return np.asarray(allowed / (len(residuals) + 1), dtype=float)
@@ -79,13 +88,15 @@ class Banded:
         bands = {float(n): np.sort(residuals[nodes == n]) for n in np.unique(nodes)}
         return cls(bands, np.sort(residuals))
 
-    def residuals(self, nodes: float) -> np.ndarray:
-        """The pool that bounds a run on ``nodes`` nodes (module docstring)."""
+    def residuals(self, nodes: float) -> tuple[np.ndarray, ...]:
+        """The pools that bound a run on ``nodes`` nodes: its band's, and all bands' too when its own is small."""
         if not self.bands:
-            return self.pooled
+            return (self.pooled,)
         nearest = float(design.nearest_measured(np.array([nodes]), np.array(sorted(self.bands)))[0])
         own = self.bands[nearest]
-        return own if len(own) >= MIN_BAND else self.pooled
+        if len(own) >= MIN_BAND:
+            return (own,)
+        return (own, self.pooled) if len(own) >= MIN_SMALL_BAND else (self.pooled,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,50 +117,65 @@ class HeldOut:
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in fields))
 
 
+def _pools_of_splits(
+    held: Mapping[str, HeldOut], chosen: Callable[[HeldOut], np.ndarray], residual: Callable[[HeldOut], np.ndarray]
+) -> tuple[Banded, ...]:
+    """Banded residuals of the ``chosen`` runs, one per split that has at least ``MIN_BAND`` of them."""
+    pools = []
+    for part in held.values():
+        mask = chosen(part)
+        if np.sum(mask) >= MIN_BAND:
+            pools.append(Banded.of(residual(part)[mask], part.nodes[mask]))
+    return tuple(pools)
+
+
 @dataclasses.dataclass(frozen=True)
 class Calibration:
     """The residual pools of one fitted model (module docstring)."""
 
-    free: Banded
-    anchored: Banded | None  # None: too few anchored held-out runs; anchored runs use ``free``
-    extrapolated: np.ndarray  # sorted residuals of the runs beyond the trained worker range
+    free: tuple[Banded, ...]
+    anchored: tuple[Banded, ...]  # empty: too few anchored held-out runs; anchored runs use ``free``
+    inside: np.ndarray  # sorted residuals of every run inside the trained worker range
+    extrapolated: np.ndarray  # sorted residuals of the runs beyond it
     mean_distance: float
 
     @classmethod
-    def from_held_out(cls, held: HeldOut) -> Calibration:
-        inside = held.distance <= 0
-        free = Banded.of(held.actual[inside] / held.unanchored[inside] - 1.0, held.nodes[inside])
-        anchored = held.anchored & inside
-        anchored_pool = (
-            Banded.of(held.actual[anchored] / held.predicted[anchored] - 1.0, held.nodes[anchored])
-            if np.sum(anchored) >= MIN_BAND
-            else None
-        )
-        beyond = held.distance > 0
+    def from_held_out(cls, held: Mapping[str, HeldOut]) -> Calibration:
+        """From the held-out runs of each split (module docstring)."""
+        every = HeldOut.concatenate(list(held.values()))
+        inside, beyond = every.distance <= 0, every.distance > 0
+        free_residuals = every.actual[inside] / every.unanchored[inside] - 1.0
+        free = _pools_of_splits(held, lambda h: h.distance <= 0, lambda h: h.actual / h.unanchored - 1.0)
         return cls(
-            free=free if len(free.pooled) else Banded({}, np.zeros(1)),
-            anchored=anchored_pool,
-            extrapolated=np.sort(held.actual[beyond] / held.unanchored[beyond] - 1.0),
-            mean_distance=float(np.mean(held.distance[beyond])) if np.any(beyond) else 0.0,
+            free=free
+            or (Banded.of(free_residuals, every.nodes[inside]) if np.any(inside) else Banded({}, np.zeros(1)),),
+            anchored=_pools_of_splits(
+                held, lambda h: h.anchored & (h.distance <= 0), lambda h: h.actual / h.predicted - 1.0
+            ),
+            inside=np.sort(free_residuals) if np.any(inside) else np.zeros(1),
+            extrapolated=np.sort(every.actual[beyond] / every.unanchored[beyond] - 1.0),
+            mean_distance=float(np.mean(every.distance[beyond])) if np.any(beyond) else 0.0,
         )
 
-    def residuals(self, nodes: float, distance: float, anchored: bool) -> np.ndarray:
-        """The sorted residuals that bound one run (module docstring)."""
-        if anchored and self.anchored is not None:
-            return self.anchored.residuals(nodes)
-        own = self.free.residuals(nodes)
+    def residuals(self, nodes: float, distance: float, anchored: bool) -> tuple[np.ndarray, ...]:
+        """The sorted residual pools that bound one run, one per kind of question (module docstring)."""
+        if anchored and self.anchored:
+            return tuple(own for pool in self.anchored for own in pool.residuals(nodes))
+        return tuple(self._widened(own, distance) for pool in self.free for own in pool.residuals(nodes))
+
+    def _widened(self, own: np.ndarray, distance: float) -> np.ndarray:
         if distance <= 0 or not len(self.extrapolated):
             return own
         probabilities = np.arange(1, len(own) + 1) / (len(own) + 1)
-        growth = (_quantiles(self.extrapolated, probabilities) - _quantiles(self.free.pooled, probabilities)) / (
+        growth = (_quantiles(self.extrapolated, probabilities) - _quantiles(self.inside, probabilities)) / (
             self.mean_distance
         )
         growth = np.where(probabilities >= 0.5, np.maximum(growth, 0.0), np.minimum(growth, 0.0))
         return np.sort(own + distance * growth)
 
-    def pools(self, nodes: np.ndarray, distance: np.ndarray, anchored: np.ndarray) -> list[np.ndarray]:
+    def pools(self, nodes: np.ndarray, distance: np.ndarray, anchored: np.ndarray) -> list[tuple[np.ndarray, ...]]:
         """``residuals`` of each run (computed once per distinct band, distance and anchoring)."""
-        cache: dict[tuple[float, float, bool], np.ndarray] = {}
+        cache: dict[tuple[float, float, bool], tuple[np.ndarray, ...]] = {}
         keys = list(zip(nodes.tolist(), distance.tolist(), anchored.tolist(), strict=True))
         for key in keys:
             if key not in cache:
@@ -157,16 +183,20 @@ class Calibration:
         return [cache[key] for key in keys]
 
 
-def upper_bounds(predicted: np.ndarray, pools: list[np.ndarray], confidence: float) -> np.ndarray:
-    """Per run, the runtime it stays under with probability ``confidence``, from its own residuals."""
+def upper_bounds(predicted: np.ndarray, pools: list[tuple[np.ndarray, ...]], confidence: float) -> np.ndarray:
+    """Per run, the runtime it stays under with probability ``confidence`` by each of its pools."""
     return np.array(
-        [upper_bound(predicted[i : i + 1], pool, confidence)[0] for i, pool in enumerate(pools)], dtype=float
+        [max(upper_bound(predicted[i : i + 1], pool, confidence)[0] for pool in run) for i, run in enumerate(pools)],
+        dtype=float,
     )
 
 
-def probabilities_within(predicted: np.ndarray, pools: list[np.ndarray], seconds: np.ndarray) -> np.ndarray:
-    """Per run, the estimated probability that it runs for at most ``seconds``, from its own residuals."""
+def probabilities_within(predicted: np.ndarray, pools: list[tuple[np.ndarray, ...]], seconds: np.ndarray) -> np.ndarray:
+    """Per run, the estimated probability that it runs for at most ``seconds``: the least by any of its pools."""
     return np.array(
-        [probability_within(predicted[i : i + 1], pool, seconds[i : i + 1])[0] for i, pool in enumerate(pools)],
+        [
+            min(probability_within(predicted[i : i + 1], pool, seconds[i : i + 1])[0] for pool in run)
+            for i, run in enumerate(pools)
+        ],
         dtype=float,
     )

@@ -28,6 +28,12 @@ def _positive(seconds: np.ndarray) -> np.ndarray:
     return np.asarray(np.maximum(seconds, _TINY), dtype=float)
 
 
+def _steps(X: np.ndarray) -> np.ndarray:
+    """Optimizer steps of each run: every epoch ends with a (maybe partial) batch."""
+    epochs = X[:, EPOCHS]
+    return np.asarray(epochs * np.ceil(X[:, WORK] / epochs / X[:, BATCH] - 1e-9), dtype=float)
+
+
 def _relative_nnls(basis: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative coefficients minimising the squared relative error."""
     weights = 1.0 / y
@@ -69,7 +75,8 @@ class Ernest(_BasisNNLS):
 class DataParallel(_BasisNNLS):
     """Ernest extended with the structure of synchronous data-parallel SGD.
 
-    A run is ``work / batch`` steps; a step costs a fixed overhead, the
+    A run is ``steps`` steps (``epochs x ceil(dataset / batch)``: the last
+    batch of an epoch is a step too); a step costs a fixed overhead, the
     compute of ``batch / workers`` samples (split over a worker's CPUs or
     GPUs) and a gradient all-reduce whose cost grows with the ring size
     ``(W-1)/W``, with ``log W`` and ``W`` (latency) and with the number of
@@ -82,9 +89,9 @@ class DataParallel(_BasisNNLS):
     """
 
     def basis(self, X: np.ndarray) -> np.ndarray:
-        work, epochs, workers, batch = X[:, WORK], X[:, EPOCHS], X[:, WORKERS], X[:, BATCH]
+        work, epochs, workers = X[:, WORK], X[:, EPOCHS], X[:, WORKERS]
         cpus, gpus, nodes = X[:, CPUS], X[:, GPUS], X[:, NODES]
-        steps = work / batch
+        steps = _steps(X)
         ring = (workers - 1.0) / workers
         nearest = nearest_measured(nodes, self.node_counts_) if len(self.node_counts_) else nodes
         per_node_count = [steps * ((nodes > 1) & (nearest == count)) for count in self.node_counts_]
@@ -113,8 +120,7 @@ class _SyncColumns(NamedTuple):
     local: np.ndarray  # samples per step per GPU (or CPU)
     growth: np.ndarray  # log2(W / 2): how the ring's cost grows
     synced: np.ndarray  # more than one worker
-    across: np.ndarray  # several nodes, some measured
-    node_index: np.ndarray  # of the nearest measured multi-node count
+    placement: np.ndarray  # index of the sync intercept: 0 on one node, 1 + that of the nearest measured node count
 
 
 class SyncSGD(RegressorMixin, BaseEstimator):
@@ -123,48 +129,42 @@ class SyncSGD(RegressorMixin, BaseEstimator):
     ``time = c0 + c1 * epochs + steps * (T_grad^g + T_sync^g)^(1/g)`` with
     ``T_grad = a_c + b_c * local_batch / r`` (``r``: the worker's GPUs, or
     CPUs when it has none) and ``T_sync`` zero for one worker, else
-    ``a_1 + b_1 * log2(W / 2)`` on one node and ``a_k + b_n * log2(W / 2)``
-    across ``k`` nodes: each node count the profile measured has its own
-    ``a_k`` (a free shape: a 2-node ring may be slower than a 4-node one),
-    an unmeasured one takes its nearest measured one's. Pollux grows
-    ``T_sync`` linearly in ``W - 2``; on its own traces the logarithm (a
-    ring's bandwidth term is bounded, its latency grows slowly) extrapolates
-    from 4 GPUs to 16 with a third to a half of the error. ``g >= 1`` blends
+    ``a_k + b * log2(W / 2)`` on ``k`` nodes: each node count the profile
+    measured has its own intercept ``a_k`` (a free shape: a 2-node ring may
+    be slower than a 4-node one; an unmeasured count takes its nearest
+    measured one's; without single-node multi-worker runs one node takes the
+    fewest nodes'), and one slope ``b`` for all. Pollux grows ``T_sync``
+    linearly in ``W - 2`` with separate slopes for one node and several; on
+    its own traces the logarithm (a ring's bandwidth term is bounded, its
+    latency grows slowly) and one shared slope extrapolate from 4 GPUs to 16
+    with a quarter to two thirds of the error. ``g >= 1`` blends
     computation and synchronisation from fully added (``g = 1``) to fully
     overlapped (large ``g``). Fitted by bounded non-linear least squares on
     relative error, from a few fixed starting points (deterministic).
-    Without multi-node (or single-node) multi-worker runs, the other case is
-    assumed to sync alike.
     """
 
     _GAMMA_STARTS = (1.0, 3.0)
-    _SHARED = 7  # c0, c1, a_c, b_c, gamma, a_1, b_1; then b_n and one a_k per multi-node count
+    _SHARED = 6  # c0, c1, a_c, b_c, gamma, b; then a_1 and one a_k per measured multi-node count
 
     def _prepare(self, X: np.ndarray) -> _SyncColumns:
         """The columns the model reads, computed once per fit or prediction (the fit evaluates it often)."""
         workers, gpus, nodes = X[:, WORKERS], X[:, GPUS], X[:, NODES]
         resources = np.where(gpus > 0, gpus, X[:, CPUS])
         counts = self.node_counts_
-        nearest = nearest_measured(nodes, counts) if len(counts) else nodes
+        across = 1 + np.searchsorted(counts, nearest_measured(nodes, counts)) if len(counts) else 0
         return _SyncColumns(
             epochs=X[:, EPOCHS],
-            steps=X[:, WORK] / X[:, BATCH],
+            steps=_steps(X),
             local=X[:, BATCH] / workers / resources,
             growth=np.log2(np.maximum(workers, 2.0) / 2.0),
             synced=workers > 1,
-            across=(nodes > 1) & (len(counts) > 0),
-            node_index=np.searchsorted(counts, nearest) if len(counts) else np.zeros(len(X), dtype=int),
+            placement=np.where(nodes > 1, across, 0),
         )
 
     def _time(self, theta: np.ndarray, columns: _SyncColumns) -> np.ndarray:
-        c0, c1, a_c, b_c, gamma, a_1, b_1 = theta[: self._SHARED]
+        c0, c1, a_c, b_c, gamma, b = theta[: self._SHARED]
         grad = a_c + b_c * columns.local
-        sync = a_1 + b_1 * columns.growth
-        if len(self.node_counts_):
-            b_n, a_k = theta[self._SHARED], theta[self._SHARED + 1 :]
-            sync = np.where(
-                columns.across, a_k[np.minimum(columns.node_index, len(a_k) - 1)] + b_n * columns.growth, sync
-            )
+        sync = theta[self._SHARED :][columns.placement] + b * columns.growth
         sync = np.where(columns.synced, np.maximum(sync, 0.0), 0.0)
         step = (grad**gamma + sync**gamma) ** (1.0 / gamma)
         return np.asarray(c0 + c1 * columns.epochs + columns.steps * step, dtype=float)
@@ -176,13 +176,14 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         columns = self._prepare(X)
         step = float(np.median(y / columns.steps))
         per_sample = float(np.median(y / columns.steps / columns.local))
-        across = [step / 20] + [step] * len(self.node_counts_) if len(self.node_counts_) else []
-        size = self._SHARED + len(across)
+        size = self._SHARED + 1 + len(self.node_counts_)
         lower, upper = np.zeros(size), np.full(size, np.inf)
         lower[4], upper[4] = 1.0, 10.0
         best = None
         for gamma in self._GAMMA_STARTS:
-            start = np.array([0.0, 0.0, step / 2, per_sample / 2, gamma, step / 2, step / 20, *across])
+            start = np.array(
+                [0.0, 0.0, step / 2, per_sample / 2, gamma, step / 20, step / 2, *[step] * len(self.node_counts_)]
+            )
             fitted = least_squares(
                 lambda t: self._time(t, columns) / y - 1.0, start, bounds=(lower, upper), method="trf"
             )
@@ -191,7 +192,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         assert best is not None  # _GAMMA_STARTS is not empty
         self.theta_ = best.x
         if len(self.node_counts_) and not np.any(synced & (X[:, NODES] == 1)):
-            self.theta_[5:7] = self.theta_[[self._SHARED + 1, self._SHARED]]  # single node syncs like the fewest nodes
+            self.theta_[self._SHARED] = self.theta_[self._SHARED + 1]
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:

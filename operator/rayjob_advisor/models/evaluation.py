@@ -163,8 +163,8 @@ def fit_predictor(name: str, runs: Runs) -> Predictor:
     defined, skipped = splits.split_folds(runs.workers, runs.sizes)
     if not defined:
         raise NotEnoughData("too few observations to calibrate: " + "; ".join(skipped.values()))
-    held = [held for held, _ in cross_validate(runs, defined, name).values()]
-    return Predictor(Point.fit(name, runs.X, runs.y), calibration.Calibration.from_held_out(HeldOut.concatenate(held)))
+    held = {split: held for split, (held, _) in cross_validate(runs, defined, name).items()}
+    return Predictor(Point.fit(name, runs.X, runs.y), calibration.Calibration.from_held_out(held))
 
 
 def _fold(name: str, train: Runs, test: Runs, calibrate: bool) -> tuple[HeldOut, np.ndarray | None]:

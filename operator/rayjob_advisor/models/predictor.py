@@ -83,7 +83,7 @@ class Predictor:
     point: Point
     calibration: calibration.Calibration
 
-    def _pools(self, X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    def _pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         predicted, _, anchored = self.point.predict(X)
         return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored)
 

@@ -96,8 +96,7 @@ class RuntimeModel:
 
     @staticmethod
     def _calibrated(selection: evaluation.Selection, point: Point) -> Predictor:
-        held = calibration.HeldOut.concatenate(list(selection.held[point.name].values()))
-        return Predictor(point, calibration.Calibration.from_held_out(held))
+        return Predictor(point, calibration.Calibration.from_held_out(selection.held[point.name]))
 
     def nodes(self, run: Runlike) -> int:
         """The nodes ``run`` spans: measured (an observation), else from its placement hint (module docstring)."""
