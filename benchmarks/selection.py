@@ -1,8 +1,8 @@
 """Cheap selection against the full evaluation on the Pollux (OSDI'21) traces.
 
-``RuntimeModel().fit`` selects by plain cross-validation and calibrates only
-the chosen candidate; ``evaluate`` calibrates every candidate on every fold
-to report coverage. Per workload: the model each picks, their
+``RuntimeModel().fit`` selects by plain cross-validation and calibrates the
+chosen candidate on the same held-out predictions; ``evaluate`` calibrates
+every candidate on every fold to report coverage. Per workload: the model each picks, their
 cross-validated MAPE, how many estimator fits each made and how long it
 took. The two must agree; the tests check the same on the small profiles.
 

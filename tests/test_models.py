@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -54,8 +55,8 @@ def test_structured_models_extrapolate_to_more_workers_and_ernest_cannot(noisele
     for name in ("ernest", "sync-sgd", "dataparallel"):
         model = CANDIDATES[name]().fit(noiseless.X[train], noiseless.y[train])
         errors[name] = np.mean(np.abs(model.predict(noiseless.X[test]) / noiseless.y[test] - 1))
-    assert errors["sync-sgd"] < 0.02
-    assert errors["dataparallel"] < 0.5 * errors["ernest"]
+    # the synthetic law syncs linearly in W; SyncSGD grows with log W (as real rings do, see its docstring)
+    assert errors["sync-sgd"] < 0.2 * errors["ernest"] and errors["dataparallel"] < 0.5 * errors["ernest"]
 
 
 def test_evaluation_covers_every_split_and_candidate(evaluated):
@@ -65,26 +66,43 @@ def test_evaluation_covers_every_split_and_candidate(evaluated):
         "extrapolate-workers",
         "interpolate-size",
         "extrapolate-size",
+        "far-extrapolate-workers",
         "kfold",
     }
     for split in document["splits"].values():
         assert set(split) == set(CANDIDATES)
         for scores in split.values():
-            assert set(scores) == {"mape", "p90_ape", "underprediction_rate", "coverage", "n_test"}
+            assert set(scores) == {"mape", "p90_ape", "underprediction_rate", "coverage", "n_test", "bands"}
             assert 0 <= scores["underprediction_rate"] <= 1 and 0 <= scores["coverage"] <= 1
+            assert sum(band["n_test"] for band in scores["bands"].values()) == scores["n_test"]
+    assert set(document["splits"]["kfold"]["ernest"]["bands"]) == {"nodes=1", "nodes=2", "nodes=3", "nodes=4"}
+    assert document["splits"]["far-extrapolate-workers"]["ernest"]["n_test"] == 8  # 16 workers; fit on 1-4
     assert document["splits"]["kfold"]["ernest"]["n_test"] == 64
-    assert document["selected"] in CANDIDATES
+    assert document["selected"] in CANDIDATES and document["selected"] not in document["disqualified"]
 
 
-def test_selection_is_the_lowest_mean_mape(evaluated):
-    means = {name: evaluation.mean_mape(evaluated.splits, name) for name in CANDIDATES}
-    assert evaluated.selected == min(means, key=means.get)
-    assert means[evaluated.selected] < means["ernest"]
+def test_selection_is_the_lowest_weighted_mape_of_the_candidates_sound_outside_the_data(evaluated):
+    scores = {name: evaluation.selection_score(evaluated.splits, name) for name in CANDIDATES}
+    eligible = {name: score for name, score in scores.items() if name not in evaluated.disqualified}
+    assert evaluated.selected == min(eligible, key=eligible.get)
+    assert evaluation.mean_mape(evaluated.splits, evaluated.selected) < evaluation.mean_mape(evaluated.splits, "ernest")
+    far = evaluated.splits["far-extrapolate-workers"]
+    for name in ("gradient-boosting", "svr"):  # flat outside the data: never chosen
+        assert far[name].mape > far[evaluated.selected].mape and scores[name] > scores[evaluated.selected]
+
+
+def test_a_candidate_that_collapsed_on_a_held_out_run_is_never_selected():
+    good = evaluation.Scores(mape=0.3, p90_ape=0.5, underprediction_rate=0.5, coverage=None, n_test=3)
+    great = dataclasses.replace(good, mape=0.01)
+    cv = {"kfold": {"a": good, "b": great}, "far-extrapolate-workers": {"a": good, "b": great}}
+    ranking, disqualified = evaluation.rank(cv, {"a": False, "b": True}, ["a", "b"])
+    assert ranking == ["a"] and set(disqualified) == {"b"}
+    assert evaluation.rank(cv, {"a": False, "b": False}, ["a", "b"]) == (["b", "a"], {})
 
 
 def test_selection_breaks_ties_by_candidate_order():
     tie = evaluation.Scores(mape=0.1, p90_ape=0.2, underprediction_rate=0.5, coverage=0.9, n_test=3)
-    assert evaluation.select({"kfold": {"b": tie, "a": tie}}, ["b", "a"]) == "b"
+    assert evaluation.rank({"kfold": {"b": tie, "a": tie}}, {"a": False, "b": False}, ["b", "a"])[0] == ["b", "a"]
 
 
 def test_evaluation_is_deterministic(evaluated):
@@ -134,8 +152,9 @@ def test_runtime_model_fits_predicts_and_states_its_assumptions(synthetic):
     upper = model.predict_upper([features(4)], 0.9)
     assert upper[0] >= p50[0]
     assert model.predict([features(4, cpus=8)])[0] == pytest.approx(p50[0], rel=1e-12)
-    assert model.assumptions(features(4, cpus=8)) == {"cpus_per_worker": 1.0}
-    assert model.assumptions(features(4)) == {}
+    packed = {"placement": "packed", "workers_per_node": 4.0}
+    assert model.assumptions(features(4, cpus=8)) == {"cpus_per_worker": 1.0, **packed}
+    assert model.assumptions(features(4)) == packed
 
 
 @pytest.mark.parametrize("profile", ["shipped", "synthetic"])
@@ -150,8 +169,9 @@ def test_runtime_model_selects_like_the_full_evaluation_for_a_tenth_of_the_fits(
     runs = evaluation.Runs.from_observations(observations)
     defined, _ = splits.split_folds(runs.workers, runs.sizes)
     folds = sum(len(f) for f in defined.values())
-    # once per fold each, and the selected one refitted on all runs and calibrated over the same folds
-    assert cheap == {name: folds + (folds + 1 if name == model.selected_ else 0) for name in CANDIDATES}
+    # once per fold each; the selected one (and a structural fallback) refitted on all runs, calibrated for free
+    refitted = {model.selected_} | ({model.fallback_.point.name} if model.fallback_ else set())
+    assert cheap == {name: folds + (name in refitted) for name in CANDIDATES}
     assert sum(cheap.values()) <= 0.12 * sum(full.values())
 
 
@@ -166,3 +186,59 @@ def test_too_little_data_is_a_clear_error():
         evaluation.evaluate([])
     with pytest.raises(evaluation.NotEnoughData, match="too few observations"):
         evaluation.evaluate(synthetic_observations()[:1])
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A job as the planner asks about it: no node count, maybe a placement hint, maybe no batch."""
+
+    workers: int
+    dataset_size: int = 8000
+    epochs: int | None = 1
+    batch_size: int | None = 128
+    cpus_per_worker: float | None = 1.0
+    gpus_per_worker: float | None = 0.0
+    placement: str | None = None
+
+
+@pytest.fixture(scope="module")
+def fitted(synthetic):
+    return RuntimeModel().fit(synthetic)
+
+
+def test_nodes_follow_the_placement_hint(fitted):
+    assert (fitted.workers_per_node_, fitted.max_nodes_) == (4, 4)
+    assert [fitted.nodes(Job(w)) for w in (1, 4, 5, 16)] == [1, 1, 2, 4]
+    assert [fitted.nodes(Job(w, placement="spread")) for w in (1, 3, 16)] == [1, 3, 4]
+    assert fitted.nodes(Job(3, placement="one-per-node")) == 3
+    assert fitted.nodes(synthetic_observations()[0]) == 1  # an observation says where it ran
+
+
+def test_a_missing_batch_holds_the_profiles_per_worker_batch(fitted):
+    local = fitted.batch_per_worker_
+    assert local == round(np.median([o.batch_size / o.workers for o in synthetic_observations()]))
+    for workers in (1, 4, 16):
+        without = fitted.predict([Job(workers, batch_size=None, epochs=None)])[0]
+        assert without == pytest.approx(fitted.predict([Job(workers, batch_size=local * workers)])[0])
+    assert fitted.assumptions(Job(4, batch_size=None, epochs=None, placement="spread")) == {
+        "batch_size_per_worker": local,
+        "epochs": 1.0,
+    }
+
+
+def test_predictions_are_positive_and_above_the_physical_floor(fitted):
+    far = [Job(w, batch_size=b, dataset_size=s) for w in (1, 64, 1024) for b in (None, 1, 8192) for s in (1, 10**9)]
+    predicted = fitted.predict(far)
+    assert np.all(np.isfinite(predicted)) and np.all(predicted >= fitted.floor(far)) and np.all(fitted.floor(far) > 0)
+
+
+def test_probability_within_is_monotone_and_agrees_with_the_upper_bound(fitted):
+    jobs = [Job(w) for w in (1, 3, 8, 32)]
+    for confidence in (0.5, 0.8, 0.9):  # every pool holds enough residuals for up to 0.9
+        upper = fitted.predict_upper(jobs, confidence)
+        assert np.all(fitted.probability_within(jobs, upper) >= confidence)
+        assert np.all(fitted.probability_within(jobs, upper * 0.98) <= confidence + 0.05)
+    grid = np.linspace(0.5, 2.0, 40)
+    probabilities = [fitted.probability_within(jobs, fitted.predict(jobs) * factor) for factor in grid]
+    assert np.all(np.diff(probabilities, axis=0) >= 0)
+    assert np.all(probabilities[0] == 0.0) and np.all(probabilities[-1] > 0.9)

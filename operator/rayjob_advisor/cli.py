@@ -188,18 +188,27 @@ def _percent(value: float) -> str:
 
 
 def evaluation_table(result: evaluation.Evaluation) -> str:
-    header = f"{'split':<20} {'model':<18} {'MAPE':>7} {'p90 APE':>8} {'under':>7} {'cover@0.9':>9} {'n':>5}"
+    """One row per split and candidate; ``bands@0.9``: the coverage per node count (``nodes:coverage/runs``)."""
+    header = f"{'split':<24} {'model':<18} {'MAPE':>7} {'p90 APE':>8} {'under':>7} {'cover@0.9':>9} {'n':>5}  bands@0.9"
     lines = [header, "-" * len(header)]
     for split, models in result.splits.items():
         for name, s in models.items():
             mark = " *" if name == result.selected else ""
             coverage = "-" if s.coverage is None else _percent(s.coverage)
+            bands = " ".join(
+                f"{band.removeprefix('nodes=')}:{_percent(b.coverage)}/{b.n_test}"
+                for band, b in (s.bands or {}).items()
+            )
             lines.append(
-                f"{split:<20} {name:<18} {_percent(s.mape):>7} {_percent(s.p90_ape):>8} "
-                f"{_percent(s.underprediction_rate):>7} {coverage:>9} {s.n_test:>5}{mark}"
+                f"{split:<24} {name:<18} {_percent(s.mape):>7} {_percent(s.p90_ape):>8} "
+                f"{_percent(s.underprediction_rate):>7} {coverage:>9} {s.n_test:>5}  {bands or '-'}{mark}"
             )
     lines += [f"skipped {split}: {why}" for split, why in result.skipped.items()]
-    lines.append(f"selected: {result.selected} (lowest MAPE averaged over the cross-validation splits; marked *)")
+    lines += [f"disqualified {name}: {why}" for name, why in result.disqualified.items()]
+    lines.append(
+        f"selected: {result.selected} (lowest MAPE over the cross-validation splits, worker extrapolation "
+        "weighted x2; marked *)"
+    )
     return "\n".join(lines)
 
 
@@ -408,7 +417,7 @@ def _prediction_table(
         f"plus about {contract.format_duration(model.startup_seconds_)} start-up",
     ]
     if result.assumed:
-        assumed = ", ".join(f"{k}={v:g}" for k, v in result.assumed.items())
+        assumed = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.assumed.items())
         lines.append(f"assumed: {assumed} (the profile has no runs with the job's value)")
     if job.resize_blocker:
         lines.append(f"not resizable: {job.resize_blocker}")

@@ -1,4 +1,30 @@
-"""The runtime model of one profile: the selected candidate plus its calibrated upper bound."""
+"""The runtime model of one profile: the selected candidate plus its calibrated upper bound.
+
+Predictions are made for jobs that rarely say everything the profile
+measured. What the job leaves out is filled from the profile, and
+``assumptions`` names each value so filled:
+
+- the global batch: the profile's typical per-worker batch
+  (``batch_per_worker_``) times the job's workers, i.e. the per-worker batch
+  is held, as Ray Train scripts do;
+- the node count, from the job's placement hint (``placement``: ``packed``,
+  ``spread`` or ``one-per-node``; none means packed ``workers_per_node_`` to a
+  node as the profile was), see ``nodes``;
+- the epochs: 1 (one pass over the dataset).
+
+Every prediction is finite and at least ``floor`` (``predictor``), is
+anchored on the profile's runs of the same configuration, and its bound and
+probabilities come from the residuals of its configuration band, widened
+with the distance beyond the profiled worker counts (``calibration``).
+
+A candidate that collapses (``predictor.Point.collapsed``) anywhere on the
+runs it is asked about is not used for them: ``for_runs`` answers with the
+best ranked candidate that is positive by construction instead
+(``fallback_``, fitted and calibrated at fit time from the same
+cross-validation, one extra fit). ``predict``, ``predict_upper`` and
+``probability_within`` check the runs they are given; a caller asking about
+a job and its what-if range together gets one model for all of them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +34,8 @@ import numpy as np
 
 from rayjob_advisor.models import calibration, design, evaluation
 from rayjob_advisor.models.design import Runlike
-from rayjob_advisor.models.estimators import CANDIDATES
+from rayjob_advisor.models.estimators import CANDIDATES, STRUCTURAL
+from rayjob_advisor.models.predictor import Point, Predictor
 from rayjob_advisor.observations import Observation
 
 _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
@@ -17,13 +44,17 @@ _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
 class RuntimeModel:
     """Selects a candidate by cross-validation, refits it on all runs, calibrates its bound.
 
-    Selection scores every candidate without calibrating it (the MAPE does
-    not need it); only the selected one is calibrated, once, on all runs.
-    ``candidate`` forces one candidate (by name) instead of selecting.
-    Fitted attributes: ``selected_``, ``estimator_``, ``residuals_``,
-    ``cv_mape_`` (mean over splits), ``evaluation_`` (without coverage), ``n_samples_`` and
-    ``workers_per_node_`` (the most workers the profile ran on one node:
-    a job whose node count is unknown is assumed packed that tightly),
+    Selection (``evaluation.select_candidate``) scores every candidate
+    without nested calibration; the selected one's held-out predictions are
+    its calibration data. ``candidate`` forces one candidate (by name)
+    instead of selecting.
+    Fitted attributes: ``selected_``, ``predictor_`` (``predictor.Predictor``), ``fallback_``
+    (the same for the best ranked structural candidate, None when the selected is one),
+    ``cv_mape_`` (mean over splits), ``evaluation_`` (without coverage), ``n_samples_``,
+    ``workers_per_node_`` (the most workers the profile ran on one node: how
+    tightly a job without a placement hint is assumed packed),
+    ``max_nodes_`` (the most nodes a profiled run spanned: a ``spread`` job spans up to that many),
+    ``batch_per_worker_`` (the profile's median per-worker batch, for jobs that give no batch),
     ``startup_seconds_`` (the median start-up of the runs that measured one,
     0 when none did),
     ``fixed_columns_``: design columns (epochs, CPUs, GPUs, nodes) that never
@@ -40,11 +71,18 @@ class RuntimeModel:
 
     def fit(self, observations: Sequence[Observation]) -> RuntimeModel:
         candidates = (self.candidate,) if self.candidate else tuple(CANDIDATES)
-        self.evaluation_ = evaluation.evaluate(observations, candidates=candidates, calibrate=False)
-        self.selected_ = self.evaluation_.selected
-        self.cv_mape_ = evaluation.mean_mape(self.evaluation_.splits, self.selected_)
         runs = evaluation.Runs.from_observations(observations)
-        self.estimator_, self.residuals_ = evaluation.fit_calibrated(self.selected_, runs)
+        selection = evaluation.select_candidate(runs, candidates)
+        self.evaluation_ = selection.evaluation
+        self.selected_ = selection.point.name
+        self.cv_mape_ = evaluation.mean_mape(self.evaluation_.splits, self.selected_)
+        self.predictor_ = self._calibrated(selection, selection.point)
+        structural = [name for name in selection.ranking if name in STRUCTURAL]
+        self.fallback_ = (
+            None
+            if self.selected_ in STRUCTURAL or not structural
+            else self._calibrated(selection, Point.fit(structural[0], runs.X, runs.y))
+        )
         self.fixed_columns_ = {
             column: float(runs.X[0, column]) for column in _FREEZABLE if np.all(runs.X[:, column] == runs.X[0, column])
         }
@@ -52,27 +90,69 @@ class RuntimeModel:
         self.n_samples_ = len(observations)
         startups = [o.startup_seconds for o in observations if o.startup_seconds is not None]
         self.startup_seconds_ = float(np.median(startups)) if startups else 0.0
-        single_node = [o.workers for o in observations if (o.nodes or 1) == 1]
-        self.workers_per_node_ = max(single_node, default=1)
+        self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
+        self.batch_per_worker_ = max(1, round(float(np.median(runs.X[:, design.BATCH] / runs.X[:, design.WORKERS]))))
         return self
 
+    @staticmethod
+    def _calibrated(selection: evaluation.Selection, point: Point) -> Predictor:
+        return Predictor(point, calibration.Calibration.from_held_out(selection.held[point.name]))
+
+    def nodes(self, run: Runlike) -> int:
+        """The nodes ``run`` spans: measured (an observation), else from its placement hint (module docstring)."""
+        measured: int | None = getattr(run, "nodes", None)
+        if measured is not None:
+            return measured
+        return design.placement_nodes(
+            run.workers, getattr(run, "placement", None), self.workers_per_node_, self.max_nodes_
+        )
+
+    def _job_matrix(self, runs: Sequence[Runlike]) -> np.ndarray:
+        """The design rows of the runs as given, the missing global batch filled from the profile."""
+        X = design.design_matrix(runs, [self.nodes(run) for run in runs])
+        missing = np.array([run.batch_size is None for run in runs], dtype=bool)
+        X[missing, design.BATCH] = self.batch_per_worker_ * X[missing, design.WORKERS]
+        return X
+
     def _matrix(self, runs: Sequence[Runlike]) -> np.ndarray:
-        X = design.design_matrix(runs, [design.packed_nodes(run.workers, self.workers_per_node_) for run in runs])
+        X = self._job_matrix(runs)
         for column, value in self.fixed_columns_.items():
             X[:, column] = value
         return X
 
-    def assumptions(self, run: Runlike) -> dict[str, float]:
-        """Design values of ``run`` replaced by the profile's (see ``fixed_columns_``)."""
-        actual = design.design_matrix([run], [design.packed_nodes(run.workers, self.workers_per_node_)])[0]
-        return {
+    def assumptions(self, run: Runlike) -> dict[str, float | str]:
+        """What the prediction of ``run`` took from the profile rather than from the job (module docstring)."""
+        actual = self._job_matrix([run])[0]
+        assumed: dict[str, float | str] = {
             design.COLUMNS[column]: value for column, value in self.fixed_columns_.items() if actual[column] != value
         }
+        if run.epochs is None:
+            assumed.setdefault("epochs", 1.0)
+        if run.batch_size is None:
+            assumed["batch_size_per_worker"] = float(self.batch_per_worker_)
+        if getattr(run, "nodes", None) is None and getattr(run, "placement", None) is None:
+            assumed["placement"] = "packed"
+            assumed["workers_per_node"] = float(self.workers_per_node_)
+        return assumed
+
+    def for_runs(self, runs: Sequence[Runlike]) -> Predictor:
+        """The predictor for these runs: the selected one, unless it collapses on one of them (module docstring)."""
+        if self.fallback_ is not None and np.any(self.predictor_.point.collapsed(self._matrix(runs))):
+            return self.fallback_
+        return self.predictor_
+
+    def floor(self, runs: Sequence[Runlike]) -> np.ndarray:
+        """The least runtime physically possible for each run (``predictor``)."""
+        return self.predictor_.point.floor(self._matrix(runs))
 
     def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
-        """Median execution seconds of each run."""
-        return np.asarray(self.estimator_.predict(self._matrix(runs)), dtype=float)
+        """Median execution seconds of each run: finite and never below ``floor``."""
+        return self.for_runs(runs).predict(self._matrix(runs))
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
-        return calibration.upper_bound(self.predict(runs), self.residuals_, confidence)
+        return self.for_runs(runs).predict_upper(self._matrix(runs), confidence)
+
+    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
+        """Per run, the estimated probability that it runs for at most ``seconds`` (same residuals as the bound)."""
+        return self.for_runs(runs).probability_within(self._matrix(runs), np.asarray(seconds, dtype=float))
