@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from benchmarks import pollux
-from rayjob_advisor import contract, features
+from rayjob_advisor import contract, features, profiles
 from rayjob_advisor_testkit.paths import POLLUX, REPO
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
@@ -51,3 +51,17 @@ def test_the_kuberay_profiling_rayjob_template_renders_a_valid_rayjob():
     rayjob = yaml.safe_load(rendered)
     assert_valid_rayjob(rayjob)
     assert "rayjob-advisor profile --address auto" in rayjob["spec"]["entrypoint"]
+
+
+def test_the_shipped_pollux_profiles_are_the_conversion_with_provenance(tmp_path):
+    written = pollux.write_shipped(POLLUX, tmp_path)
+    assert [path.name for path in written] == [f"pollux-{model}.csv" for model in pollux.MODELS]
+    for path in written:
+        shipped = profiles.SHIPPED_DATA / path.name
+        assert shipped.read_bytes() == path.read_bytes(), "regenerate: python -m benchmarks.pollux --shipped"
+        header = [line for line in shipped.read_text().splitlines() if line.startswith("#")]
+        assert any(pollux.SOURCE_COMMIT in line and "placements.csv" in line for line in header)
+        assert any("Apache-2.0" in line and "Copyright 2020 Petuum, Inc." in line for line in header)
+    notice = (profiles.SHIPPED_DATA / "NOTICE").read_text()
+    assert "Copyright 2020 Petuum, Inc. and the AdaptDL / Pollux authors" in notice
+    assert "Apache License" in (profiles.SHIPPED_DATA / "LICENSE-pollux").read_text()
