@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -134,8 +135,9 @@ def test_runtime_model_fits_predicts_and_states_its_assumptions(synthetic):
     upper = model.predict_upper([features(4)], 0.9)
     assert upper[0] >= p50[0]
     assert model.predict([features(4, cpus=8)])[0] == pytest.approx(p50[0], rel=1e-12)
-    assert model.assumptions(features(4, cpus=8)) == {"cpus_per_worker": 1.0}
-    assert model.assumptions(features(4)) == {}
+    packed = {"placement": "packed", "workers_per_node": 4.0}
+    assert model.assumptions(features(4, cpus=8)) == {"cpus_per_worker": 1.0, **packed}
+    assert model.assumptions(features(4)) == packed
 
 
 @pytest.mark.parametrize("profile", ["shipped", "synthetic"])
@@ -166,3 +168,59 @@ def test_too_little_data_is_a_clear_error():
         evaluation.evaluate([])
     with pytest.raises(evaluation.NotEnoughData, match="too few observations"):
         evaluation.evaluate(synthetic_observations()[:1])
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A job as the planner asks about it: no node count, maybe a placement hint, maybe no batch."""
+
+    workers: int
+    dataset_size: int = 8000
+    epochs: int | None = 1
+    batch_size: int | None = 128
+    cpus_per_worker: float | None = 1.0
+    gpus_per_worker: float | None = 0.0
+    placement: str | None = None
+
+
+@pytest.fixture(scope="module")
+def fitted(synthetic):
+    return RuntimeModel().fit(synthetic)
+
+
+def test_nodes_follow_the_placement_hint(fitted):
+    assert (fitted.workers_per_node_, fitted.max_nodes_) == (4, 4)
+    assert [fitted.nodes(Job(w)) for w in (1, 4, 5, 16)] == [1, 1, 2, 4]
+    assert [fitted.nodes(Job(w, placement="spread")) for w in (1, 3, 16)] == [1, 3, 4]
+    assert fitted.nodes(Job(3, placement="one-per-node")) == 3
+    assert fitted.nodes(synthetic_observations()[0]) == 1  # an observation says where it ran
+
+
+def test_a_missing_batch_holds_the_profiles_per_worker_batch(fitted):
+    local = fitted.batch_per_worker_
+    assert local == round(np.median([o.batch_size / o.workers for o in synthetic_observations()]))
+    for workers in (1, 4, 16):
+        without = fitted.predict([Job(workers, batch_size=None, epochs=None)])[0]
+        assert without == pytest.approx(fitted.predict([Job(workers, batch_size=local * workers)])[0])
+    assert fitted.assumptions(Job(4, batch_size=None, epochs=None, placement="spread")) == {
+        "batch_size_per_worker": local,
+        "epochs": 1.0,
+    }
+
+
+def test_predictions_are_positive_and_above_the_physical_floor(fitted):
+    far = [Job(w, batch_size=b, dataset_size=s) for w in (1, 64, 1024) for b in (None, 1, 8192) for s in (1, 10**9)]
+    predicted = fitted.predict(far)
+    assert np.all(np.isfinite(predicted)) and np.all(predicted >= fitted.floor(far)) and np.all(fitted.floor(far) > 0)
+
+
+def test_probability_within_is_monotone_and_agrees_with_the_upper_bound(fitted):
+    jobs = [Job(w) for w in (1, 3, 8, 32)]
+    for confidence in (0.5, 0.8, 0.9, 0.95):
+        upper = fitted.predict_upper(jobs, confidence)
+        assert np.all(fitted.probability_within(jobs, upper) >= confidence)
+        assert np.all(fitted.probability_within(jobs, upper * 0.98) <= confidence + 0.05)
+    grid = np.linspace(0.5, 2.0, 40)
+    probabilities = [fitted.probability_within(jobs, fitted.predict(jobs) * factor) for factor in grid]
+    assert np.all(np.diff(probabilities, axis=0) >= 0)
+    assert np.all(probabilities[0] == 0.0) and np.all(probabilities[-1] > 0.95)

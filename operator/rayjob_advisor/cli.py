@@ -404,7 +404,7 @@ def _prediction_table(
         f"plus about {contract.format_duration(model.startup_seconds_)} start-up",
     ]
     if result.assumed:
-        assumed = ", ".join(f"{k}={v:g}" for k, v in result.assumed.items())
+        assumed = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.assumed.items())
         lines.append(f"assumed: {assumed} (the profile has no runs with the job's value)")
     if job.resize_blocker:
         lines.append(f"not resizable: {job.resize_blocker}")

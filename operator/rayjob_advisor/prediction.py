@@ -34,7 +34,7 @@ class Prediction(pydantic.BaseModel):
     upper: float
     confidence: float
     features: dict[str, Any]
-    assumed: dict[str, float]
+    assumed: dict[str, float | str]
     time: dt.datetime
 
     def annotations(self) -> dict[str, str]:

@@ -41,3 +41,12 @@ def relative_margin(residuals: np.ndarray, confidence: float) -> float:
 def upper_bound(predicted: np.ndarray, residuals: np.ndarray, confidence: float) -> np.ndarray:
     """Runtimes that runs like the calibration runs stay under with probability ``confidence``."""
     return predicted * (1.0 + relative_margin(residuals, confidence))
+
+
+def probability_within(predicted: np.ndarray, residuals: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """The conformal estimate of P(runtime <= seconds): the share of the n residuals (out of n + 1) it allows.
+
+    The same ranks as ``relative_margin``: at ``upper_bound(..., q)`` it is at least ``q``.
+    """
+    allowed = np.searchsorted(residuals, seconds / predicted - 1.0, side="right")
+    return np.asarray(allowed / (len(residuals) + 1), dtype=float)
