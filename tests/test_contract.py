@@ -145,3 +145,58 @@ def test_where_the_training_worker_count_is_set():
 def test_bad_worker_count_declarations_name_the_key(annotations, message):
     with pytest.raises(ann.AnnotationError, match=message):
         ann.parse_inputs(annotations)
+
+
+def test_batch_and_placement_inputs():
+    inputs = ann.parse_inputs({ann.BATCH_SIZE_PER_WORKER: "32", ann.PLACEMENT: "spread"})
+    assert (inputs.batch_size, inputs.batch_size_per_worker, inputs.batch_scaling) == (None, 32, "per-worker")
+    assert inputs.placement == "spread"
+    held = ann.parse_inputs({ann.BATCH_SIZE: "256", ann.BATCH_SCALING: "global"})
+    assert (held.batch_size, held.batch_scaling, held.placement) == (256, "global", None)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        (
+            {ann.BATCH_SIZE: "256", ann.BATCH_SIZE_PER_WORKER: "32"},
+            "set at most one of rayjob-advisor.io/batch-size (the global batch) and "
+            "rayjob-advisor.io/batch-size-per-worker",
+        ),
+        (
+            {ann.BATCH_SIZE_PER_WORKER: "32", ann.BATCH_SCALING: "global"},
+            "rayjob-advisor.io/batch-scaling=global keeps a global batch fixed: it needs rayjob-advisor.io/batch-size",
+        ),
+        ({ann.BATCH_SCALING: "global"}, "batch-scaling=global keeps a global batch fixed"),
+        (
+            {ann.BATCH_SCALING: "fixed"},
+            "rayjob-advisor.io/batch-scaling='fixed': Input should be 'per-worker' or 'global'",
+        ),
+        (
+            {ann.BATCH_SIZE_PER_WORKER: "0"},
+            "rayjob-advisor.io/batch-size-per-worker='0': Input should be greater than 0",
+        ),
+        (
+            {ann.PLACEMENT: "anywhere"},
+            "rayjob-advisor.io/placement='anywhere': Input should be 'packed', 'spread' or 'one-per-node'",
+        ),
+        ({ann.EPOCHS: "5000000"}, "rayjob-advisor.io/epochs='5000000': Input should be less than or equal to 1000000"),
+        (
+            {ann.DATASET_SIZE: str(10**9), ann.EPOCHS: "10000"},
+            "rayjob-advisor.io/dataset-size x rayjob-advisor.io/epochs is more than 1e\\+12 samples",
+        ),
+    ],
+)
+def test_bad_batch_and_placement_inputs_name_the_keys(annotations, message):
+    with pytest.raises(ann.AnnotationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ann.parse_inputs(annotations)
+
+
+def test_an_absolute_deadline_more_than_a_year_away_is_an_input_error():
+    now = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
+    near = ann.parse_inputs({ann.DEADLINE: "2027-12-01T12:00:00Z"})
+    assert near.within_reach(now) is near
+    far = ann.parse_inputs({ann.DEADLINE: "2036-12-02T12:00:00Z"})
+    with pytest.raises(ann.AnnotationError, match=r"deadline='2036-12-02T12:00:00\+00:00': more than 8784h from now"):
+        far.within_reach(now)
+    assert ann.parse_inputs({ann.DEADLINE: "8784h"}).within_reach(now).deadline.after == dt.timedelta(days=366)

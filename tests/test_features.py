@@ -300,3 +300,128 @@ def test_with_replicas_keeps_the_jobs_relation_of_workers_to_pods(count, group, 
 def test_spare_pods_raise_the_fewest_replicas_that_leave_a_worker():
     job = extract(counted(runtime_env="env_vars: {NUM_WORKERS: '1'}", replicas=3, minReplicas=1, maxReplicas=8))
     assert job.replica_range() == (3, 8) and job.with_replicas(3).workers == 1
+
+
+def batch_job(notes: dict[str, str], workers: int = 4) -> features.Features:
+    """One Ray Train worker per pod (NUM_WORKERS in the head's env), with the given batch annotations."""
+    return extract(counted(notes, head_env=env(NUM_WORKERS=str(workers)), replicas=workers))
+
+
+def test_a_per_worker_batch_gives_the_global_one_and_follows_a_resize():
+    job = batch_job({contract.BATCH_SIZE_PER_WORKER: "32"})
+    assert (job.batch_size, job.batch_size_per_worker, job.batch_held) == (128, 32, "per-worker")
+    eight = job.with_replicas(8)
+    assert (eight.workers, eight.batch_size, eight.batch_size_per_worker) == (8, 256, 32)
+    assert job.with_replicas(2).with_replicas(6).batch_size == 6 * 32  # chained resizes keep the per-worker batch
+
+
+def test_a_global_batch_keeps_its_per_worker_share_unless_it_is_held_global():
+    job = batch_job({contract.BATCH_SIZE: "256"})
+    assert (job.batch_size, job.batch_size_per_worker, job.batch_held) == (256, 64, "per-worker")
+    assert job.with_replicas(2).batch_size == 128
+    held = batch_job({contract.BATCH_SIZE: "256", contract.BATCH_SCALING: "global"})
+    assert held.batch_held == "global" and held.with_replicas(2).batch_size == 256
+    uneven = batch_job({contract.BATCH_SIZE: "100"}, workers=3)
+    assert uneven.batch_size_per_worker == pytest.approx(33.333) and uneven.with_replicas(6).batch_size == 200
+
+
+def test_no_batch_stays_unknown_at_every_size():
+    job = batch_job({})
+    assert (job.batch_size, job.batch_size_per_worker, job.batch_held) == (None, None, "per-worker")
+    assert job.with_replicas(8).batch_size is None
+
+
+def test_a_head_only_job_gets_its_batch_and_placement_too():
+    rayjob = make_rayjob(annotations={contract.BATCH_SIZE_PER_WORKER: "16", contract.PLACEMENT: "packed"}, groups=[])
+    job = extract(rayjob)
+    assert (job.batch_size, job.batch_size_per_worker, job.placement) == (16, 16, "packed")
+
+
+OWN_PODS = {"matchLabels": {"ray.io/group": "workers"}}
+MINE = {"matchLabels": {"app": "trainer"}}  # the template's own label
+OTHERS = {"matchLabels": {"app": "database"}}
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def required(kind: str, selector: dict | None, key: str = HOST) -> dict:
+    term = {"topologyKey": key, **({"labelSelector": selector} if selector is not None else {})}
+    return {"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+
+def spread(selector: dict, skew: int = 1, key: str = HOST, when: str = "DoNotSchedule") -> dict:
+    constraint = {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": when, "labelSelector": selector}
+    return {"topologySpreadConstraints": [constraint]}
+
+
+@pytest.mark.parametrize(
+    ("pod", "placement"),
+    [
+        ({}, None),
+        (required("podAntiAffinity", OWN_PODS), "one-per-node"),
+        (required("podAntiAffinity", MINE), "one-per-node"),
+        (
+            required(
+                "podAntiAffinity",
+                {"matchExpressions": [{"key": "ray.io/node-type", "operator": "In", "values": ["worker"]}]},
+            ),
+            "one-per-node",
+        ),
+        (required("podAntiAffinity", {"matchExpressions": [{"key": "app", "operator": "Exists"}]}), "one-per-node"),
+        (required("podAntiAffinity", {}), "one-per-node"),  # an empty selector selects every pod
+        (required("podAntiAffinity", None), None),  # no selector selects none
+        (required("podAntiAffinity", OTHERS), None),  # keeps away from other pods, not its own
+        (required("podAntiAffinity", {"matchLabels": {"ray.io/group": "other"}}), None),
+        (required("podAntiAffinity", OWN_PODS, key=ZONE), None),  # one per zone says nothing of nodes
+        (
+            required(
+                "podAntiAffinity", {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["trainer"]}]}
+            ),
+            None,
+        ),
+        (spread(OWN_PODS), "spread"),
+        (spread(MINE, when="ScheduleAnyway"), "spread"),
+        (spread(OWN_PODS, skew=2), None),
+        (spread(OWN_PODS, key=ZONE), None),
+        (spread(OTHERS), None),
+        (required("podAffinity", OWN_PODS), "packed"),
+        (required("podAffinity", OWN_PODS, key=ZONE), None),
+        ({**required("podAffinity", OWN_PODS), **spread(OWN_PODS)}, "spread"),  # a required spread wins
+        (
+            {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 100, "podAffinityTerm": {"topologyKey": HOST, "labelSelector": OWN_PODS}}
+                        ]
+                    }
+                }
+            },
+            None,
+        ),
+    ],
+)
+def test_placement_hints_from_the_worker_pod_template(pod, placement):
+    group = worker_group(replicas=4)
+    group["template"]["metadata"] = {"labels": {"app": "trainer"}}
+    group["template"]["spec"].update(pod)
+    rayjob = make_rayjob(groups=[group])  # validated against the CRD
+    assert extract(rayjob).placement == placement
+
+
+def test_the_placement_annotation_overrides_the_template():
+    group = worker_group(replicas=4)
+    group["template"]["spec"].update(required("podAntiAffinity", OWN_PODS))
+    rayjob = make_rayjob(annotations={contract.PLACEMENT: "packed"}, groups=[group])
+    assert extract(rayjob).placement == "packed"
+    assert extract(rayjob).with_replicas(2).placement == "packed"
+
+
+@pytest.mark.parametrize(("name", "rayjob"), sample_rayjobs(), ids=[name for name, _ in sample_rayjobs()])
+def test_no_kuberay_sample_hints_a_placement(name, rayjob):
+    # None of the samples has a pod (anti-)affinity or a topology spread constraint.
+    try:
+        job = extract(rayjob)
+    except features.UnpredictableJob:
+        return  # spec.clusterSelector: no cluster in the RayJob
+    assert job.placement is None

@@ -403,9 +403,10 @@ def _prediction_table(
         f"{contract.format_duration(result.upper)} (upper bound at {result.confidence:g}), "
         f"plus about {contract.format_duration(model.startup_seconds_)} start-up",
     ]
+    lines += [_batch_line(result.features), _placement_line(result.features)]
     if result.assumed:
         assumed = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.assumed.items())
-        lines.append(f"assumed: {assumed} (the profile has no runs with the job's value)")
+        lines.append(f"assumed: {assumed} (from the profile: not in the job, or never varied in the profile)")
     if job.resize_blocker:
         lines.append(f"not resizable: {job.resize_blocker}")
     if recommendation is not None:
@@ -423,6 +424,21 @@ def _prediction_table(
         )
     lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in notes.items()]
     return "\n".join(lines)
+
+
+def _batch_line(used: dict[str, Any]) -> str:
+    """Which batch the job gave and which one a resize keeps (the batch rule of ``contract``)."""
+    if used.get("batch_size") is None:
+        return "batch: not given; a resize keeps the per-worker batch"
+    return (
+        f"batch: {used['batch_size']:g} global = {used['batch_size_per_worker']:g} per worker x {used['workers']} "
+        f"workers; a resize keeps the {used['batch_held']} batch fixed"
+    )
+
+
+def _placement_line(used: dict[str, Any]) -> str:
+    hint = used.get("placement")
+    return f"placement: {hint} (from the RayJob)" if hint else "placement: the RayJob gives no hint"
 
 
 if __name__ == "__main__":

@@ -3,6 +3,22 @@
 Every user annotation is parsed once, at the boundary, into the frozen
 ``AdvisorInputs``; its pydantic error text is what users see in the
 ``error`` annotation, the Warning Event or the CLI message.
+
+The batch rule: a job gives at most one of ``batch-size`` (the global batch,
+summed over its Ray Train workers) and ``batch-size-per-worker``. When the
+planner or the what-if table changes the worker count, the *per-worker*
+batch stays fixed (the global batch grows with the workers), as almost every
+Ray Train script does — unless the job gave ``batch-size`` and
+``batch-scaling: global``, which keeps the global batch fixed instead.
+Without either, the model assumes the profile's typical per-worker batch
+and says so under ``assumed``.
+
+``placement`` (``packed``, ``spread``, ``one-per-node``) says how the
+scheduler lays the workers on nodes; it overrides what the worker group's
+pod template implies (see ``features.placement_hint``).
+
+Values out of any sensible range (a trillion samples, a million epochs, a
+deadline more than a year away) are input errors, not plans.
 """
 
 from __future__ import annotations
@@ -25,7 +41,10 @@ DEADLINE = PREFIX + "deadline"
 MODE = PREFIX + "mode"
 DATASET_SIZE = PREFIX + "dataset-size"
 EPOCHS = PREFIX + "epochs"
-BATCH_SIZE = PREFIX + "batch-size"
+BATCH_SIZE = PREFIX + "batch-size"  # global: summed over the Ray Train workers
+BATCH_SIZE_PER_WORKER = PREFIX + "batch-size-per-worker"
+BATCH_SCALING = PREFIX + "batch-scaling"  # per-worker (default) | global: which batch a resize keeps
+PLACEMENT = PREFIX + "placement"  # packed | spread | one-per-node
 CONFIDENCE = PREFIX + "confidence"
 SCALE_GROUP = PREFIX + "scale-group"
 RELEASE = PREFIX + "release"  # "true" on a suspended RayJob: we unsuspend it once planned
@@ -55,6 +74,9 @@ _INPUT_FIELDS = {
     DATASET_SIZE: "dataset_size",
     EPOCHS: "epochs",
     BATCH_SIZE: "batch_size",
+    BATCH_SIZE_PER_WORKER: "batch_size_per_worker",
+    BATCH_SCALING: "batch_scaling",
+    PLACEMENT: "placement",
     CONFIDENCE: "confidence",
     SCALE_GROUP: "scale_group",
     WORKERS_ENV: "workers_env",
@@ -125,11 +147,18 @@ def parse_deadline(text: str) -> Deadline:
 
 MAX_COUNT = 10**12
 Count = Annotated[int, pydantic.Field(gt=0, le=MAX_COUNT)]
-"""Samples, epochs, batch: positive, and small enough for the models' floating point (a trillion at most)."""
+"""Samples, batch: positive, and small enough for the models' floating point (a trillion at most)."""
+MAX_EPOCHS = 10**6
+Epochs = Annotated[int, pydantic.Field(gt=0, le=MAX_EPOCHS)]
+"""A million passes over the data is a typo, not a training run."""
 MAX_DEADLINE = dt.timedelta(days=366)  # a deadline further away is a typo, not a plan
 
 Confidence = Annotated[float, pydantic.Field(gt=0.0, lt=1.0)]
 """The probability an upper bound holds: strictly between 0 and 1."""
+
+Placement = Literal["packed", "spread", "one-per-node"]
+"""How the scheduler lays Ray Train workers on nodes: as few nodes as fit, as many as it can, one each."""
+BatchScaling = Literal["per-worker", "global"]
 
 
 class AdvisorInputs(pydantic.BaseModel):
@@ -141,8 +170,11 @@ class AdvisorInputs(pydantic.BaseModel):
     deadline: Deadline | None = None
     mode: Literal["off", "recommend", "enforce"] = "recommend"
     dataset_size: Count | None = None
-    epochs: Count | None = None
+    epochs: Epochs | None = None
     batch_size: Count | None = None
+    batch_size_per_worker: Count | None = None
+    batch_scaling: BatchScaling = "per-worker"
+    placement: Placement | None = None
     confidence: Confidence = 0.9
     scale_group: str | None = None
     # Kubernetes' rule for env var names; a flag as argparse spells it.
@@ -170,6 +202,37 @@ class AdvisorInputs(pydantic.BaseModel):
         given = [key for key in (WORKERS_ENV, WORKERS_ARG, WORKERS_FROM) if getattr(self, _INPUT_FIELDS[key])]
         if len(given) > 1:
             raise ValueError(f"set at most one of {', '.join(given)}")
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _one_batch(self) -> AdvisorInputs:
+        """One batch size, and ``global`` scaling only of a global batch: the batch rule of the module docstring."""
+        if self.batch_size is not None and self.batch_size_per_worker is not None:
+            raise ValueError(
+                f"set at most one of {BATCH_SIZE} (the global batch) and {BATCH_SIZE_PER_WORKER}, not both"
+            )
+        if self.batch_scaling == "global" and self.batch_size is None:
+            raise ValueError(f"{BATCH_SCALING}=global keeps a global batch fixed: it needs {BATCH_SIZE}")
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _samples_in_range(self) -> AdvisorInputs:
+        """Dataset x epochs bounds the work the models see (floating point, and plausibility)."""
+        if self.dataset_size is not None and self.dataset_size * (self.epochs or 1) > MAX_COUNT:
+            raise ValueError(f"{DATASET_SIZE} x {EPOCHS} is more than {MAX_COUNT:.0e} samples to train on")
+        return self
+
+    def within_reach(self, now: dt.datetime) -> AdvisorInputs:
+        """These inputs, once an absolute deadline is checked against ``now`` (a duration is checked on parsing).
+
+        Raises ``AnnotationError`` for a deadline more than ``MAX_DEADLINE`` away.
+        """
+        at = self.deadline.at if self.deadline is not None else None
+        if at is not None and at - now > MAX_DEADLINE:
+            limit = format_duration(MAX_DEADLINE.total_seconds())
+            raise AnnotationError(
+                f"{DEADLINE}={at.isoformat()!r}: more than {limit} from now; a deadline must be nearer"
+            )
         return self
 
 

@@ -19,6 +19,17 @@ in argparse). ``rayjob-advisor.io/workers-env`` / ``workers-arg`` name the
 variable or flag; ``workers-from: cluster`` says the script sizes itself from
 the cluster. Without any of these the count is unknown: predicted as one
 worker per pod, never resized.
+
+``batch_size`` is the global batch (summed over the Ray Train workers):
+``batch-size`` as given, or ``batch-size-per-worker`` x workers. Resizing
+(``with_replicas``) keeps the per-worker batch fixed, so the global batch
+scales with the workers, unless the job said ``batch-scaling: global``
+(the batch rule of ``contract``).
+
+``placement`` is how the scheduler will lay the scaled group's pods on
+nodes, where the RayJob says so: the ``placement`` annotation, else what
+the group's pod template requires (``placement_hint``); None when nothing
+does (the model then assumes packing and says so).
 """
 
 from __future__ import annotations
@@ -78,6 +89,7 @@ class WorkerGroup(pydantic.BaseModel):
     gpu_resources: tuple[str, ...] = ()  # the GPU resource names its Ray container sets
     memory_bytes: int | None
     accelerators: dict[str, float]
+    placement: contract.Placement | None = None  # what its pod template requires (``placement_hint``)
 
     @property
     def workers(self) -> int:
@@ -142,6 +154,9 @@ class Features(pydantic.BaseModel):
     scale_group: WorkerGroup | None
     resize_blocker: str | None = None
     training: TrainingCount = TrainingCount()
+    batch_held: contract.BatchScaling = "per-worker"
+    batch_size_per_worker: int | float | None = None  # as given, or the global batch / workers
+    placement: contract.Placement | None = None
 
     @property
     def pods(self) -> int:
@@ -153,7 +168,11 @@ class Features(pydantic.BaseModel):
         if self.scale_group is None:
             raise UnpredictableJob("this RayJob has no worker group to resize")
         group = self.scale_group.model_copy(update={"replicas": replicas, "suspended": False})
-        return self.model_copy(update={"scale_group": group, "workers": self.training.at(group.workers)})
+        workers = self.training.at(group.workers)
+        update: dict[str, Any] = {"scale_group": group, "workers": workers}
+        if self.batch_held == "per-worker" and self.batch_size_per_worker is not None:
+            update["batch_size"] = max(1, round(self.batch_size_per_worker * workers))
+        return self.model_copy(update=update)
 
     @property
     def gpus_resizable(self) -> bool:
@@ -217,19 +236,36 @@ def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInpu
     if cluster.get("enableInTreeAutoscaling"):
         blocker = "enableInTreeAutoscaling: the Ray autoscaler owns the replicas of every worker group"
     training = training_count(spec, inputs, scale_group.workers)
+    workers = training.at(scale_group.workers)
     return Features(
         workload=inputs.workload,
         dataset_size=inputs.dataset_size,
         epochs=inputs.epochs,
-        batch_size=inputs.batch_size,
-        workers=training.at(scale_group.workers),
+        workers=workers,
         cpus_per_worker=scale_group.cpus,
         gpus_per_worker=scale_group.gpus,
         memory_bytes_per_worker=scale_group.memory_bytes,
         scale_group=scale_group,
         resize_blocker=blocker,
         training=training,
+        placement=inputs.placement or scale_group.placement,
+        **_batch(inputs, workers),
     )
+
+
+def _batch(inputs: contract.AdvisorInputs, workers: int) -> dict[str, Any]:
+    """The global batch, the per-worker one and which of them a resize keeps (the batch rule of ``contract``)."""
+    if inputs.batch_size_per_worker is not None:
+        per_worker: int | float = inputs.batch_size_per_worker
+        return {"batch_size": per_worker * workers, "batch_size_per_worker": per_worker}
+    if inputs.batch_size is None:
+        return {"batch_size": None}
+    per_worker = inputs.batch_size / workers
+    return {
+        "batch_size": inputs.batch_size,
+        "batch_size_per_worker": int(per_worker) if per_worker.is_integer() else round(per_worker, 3),
+        "batch_held": inputs.batch_scaling,
+    }
 
 
 def _head_only(spec: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Features:
@@ -237,18 +273,20 @@ def _head_only(spec: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Featu
     head = spec["rayClusterSpec"].get("headGroupSpec") or {}
     resources = _container_resources(head, "headGroupSpec")
     training = training_count(spec, inputs, 1)
+    workers = training.at(1)
     return Features(
         workload=inputs.workload,
         dataset_size=inputs.dataset_size,
         epochs=inputs.epochs,
-        batch_size=inputs.batch_size,
-        workers=training.at(1),
+        workers=workers,
         cpus_per_worker=resources["cpus"],
         gpus_per_worker=resources["gpus"],
         memory_bytes_per_worker=resources["memory_bytes"],
         scale_group=None,
         resize_blocker="the cluster has no worker groups: the job runs on the head pod alone",
         training=training,
+        placement=inputs.placement,
+        **_batch(inputs, workers),
     )
 
 
@@ -400,8 +438,67 @@ def _worker_group(spec: Mapping[str, Any], index: int) -> WorkerGroup:
         max_replicas=max_replicas,
         num_of_hosts=max(1, _integer(spec, "numOfHosts", DEFAULT_NUM_OF_HOSTS, where)),
         suspended=bool(spec.get("suspend")),
+        placement=placement_hint(spec.get("template") or {}, name),
         **resources,
     )
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def placement_hint(template: Mapping[str, Any], group: str) -> contract.Placement | None:
+    """How a worker group's pod template makes the scheduler lay its pods on nodes, if it says.
+
+    Only hard rules on ``kubernetes.io/hostname`` that select the group's own
+    pods count: a required pod anti-affinity puts one on each node
+    (``one-per-node``), a topology spread with ``maxSkew: 1`` spreads them
+    (``spread``), a required pod affinity packs them (``packed``). Preferred
+    (soft) terms, other topology keys and selectors of other pods say nothing
+    about this group.
+    """
+    pod = template.get("spec") or {}
+    labels = {**((template.get("metadata") or {}).get("labels") or {}), **kuberay_worker_labels(group)}
+    affinity = pod.get("affinity") or {}
+
+    def required(kind: str) -> bool:
+        terms = (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        return any(term.get("topologyKey") == HOSTNAME and selects(term.get("labelSelector"), labels) for term in terms)
+
+    if required("podAntiAffinity"):
+        return "one-per-node"
+    for constraint in pod.get("topologySpreadConstraints") or []:
+        if (
+            constraint.get("topologyKey") == HOSTNAME
+            and constraint.get("maxSkew") == 1
+            and selects(constraint.get("labelSelector"), labels)
+        ):
+            return "spread"
+    return "packed" if required("podAffinity") else None
+
+
+def kuberay_worker_labels(group: str) -> dict[str, str]:
+    """The labels KubeRay gives every pod of a worker group, whatever the cluster's (generated) name."""
+    return {"ray.io/group": group, "ray.io/node-type": "worker", "ray.io/is-ray-node": "yes"}
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Whether a Kubernetes label selector selects pods with ``labels`` (a missing selector selects none)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for requirement in selector.get("matchExpressions") or []:
+        key, operator, values = requirement.get("key"), requirement.get("operator"), requirement.get("values") or []
+        present = key in labels
+        matched = {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }.get(operator, False)
+        if not matched:
+            return False
+    return True
 
 
 def _integer(spec: Mapping[str, Any], key: str, default: int, where: str) -> int:

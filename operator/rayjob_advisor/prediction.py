@@ -14,16 +14,23 @@ from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import CONFIGURATION_FIELDS
 from rayjob_advisor.rayjob import RayJob
 
+SHOWN_FIELDS = {"batch_size_per_worker", "batch_held", "placement"}  # beside the model's, in ``features``
+
 
 class Prediction(pydantic.BaseModel):
     """What the ``prediction`` annotation holds.
 
     ``features``: what the model was given; ``workers`` are Ray Train workers,
     and ``workers_from`` says how the job sets them (``env:NAME``,
-    ``arg:FLAG``, ``cluster`` or ``unknown``: one per pod).
+    ``arg:FLAG``, ``cluster`` or ``unknown``: one per pod). ``batch_size`` is
+    the global batch, ``batch_size_per_worker`` its share per worker and
+    ``batch_held`` the one a resize keeps fixed (the batch rule of
+    ``contract``); ``placement`` the RayJob's own hint (None: none).
 
-    ``assumed``: features the profile never varied, predicted at the
-    profile's value rather than the job's (e.g. ``cpus_per_worker``).
+    ``assumed``: what the model put in place of the job's values — features
+    the profile never varied (e.g. ``cpus_per_worker``), and inputs the job
+    did not give, defaulted from the profile (e.g. ``batch_size_per_worker``,
+    ``placement``).
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -61,7 +68,7 @@ def predict(
     require_predictable(features)
     p50 = float(model.predict([features])[0])
     upper = float(model.predict_upper([features], confidence)[0])
-    used = features.model_dump(include=set(CONFIGURATION_FIELDS) - {"workload"})
+    used = features.model_dump(include=set(CONFIGURATION_FIELDS) - {"workload"} | SHOWN_FIELDS)
     used["workers_from"] = features.training.method
     return Prediction(
         model=model.selected_,
