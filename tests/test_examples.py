@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import string
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from benchmarks import pollux
-from rayjob_advisor import contract, features, profiles
+from rayjob_advisor import cli, contract, features, profiles
 from rayjob_advisor_testkit.paths import POLLUX, REPO
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
@@ -65,3 +66,25 @@ def test_the_shipped_pollux_profiles_are_the_conversion_with_provenance(tmp_path
     notice = (profiles.SHIPPED_DATA / "NOTICE").read_text()
     assert "Copyright 2020 Petuum, Inc. and the AdaptDL / Pollux authors" in notice
     assert "Apache License" in (profiles.SHIPPED_DATA / "LICENSE-pollux").read_text()
+
+
+def measured_seconds(model: str, placement: str, local_batch: int, samples: int) -> float:
+    """An epoch of ``samples`` at a Pollux placement and per-GPU batch, from the measured step time."""
+    with (POLLUX / model / "placements.csv").open() as stream:
+        rows = [r for r in csv.DictReader(stream) if (r["placement"], int(r["local_bsz"])) == (placement, local_batch)]
+    (step,) = [float(r["step_time"]) for r in rows]
+    return math.ceil(samples / (local_batch * sum(int(d) for d in placement))) * step
+
+
+def test_predict_on_the_gpu_example_shows_the_measured_scaling_out_of_the_box(capsys):
+    assert cli.main(["predict", "-f", str(REPO / "examples" / "rayjob-pollux-imagenet.yaml"), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["prediction"]["profile"] == "pollux-imagenet"
+    used = document["prediction"]["features"]
+    assert (used["placement"], used["batch_held"], used["batch_size_per_worker"]) == ("spread", "per-worker", 200)
+    rows = {row["replicas"]: row for row in document["what_if"]}
+    assert sorted(rows) == list(range(1, 17))
+    for replicas, placement in ((1, "1"), (4, "1111"), (8, "2222"), (16, "4444")):  # spread over 4 nodes of 4 T4s
+        truth = measured_seconds("imagenet", placement, 200, 1_281_167)
+        assert rows[replicas]["p50"] == pytest.approx(truth, rel=0.1)
+    assert document["recommendation"]["meetsDeadline"] is True
