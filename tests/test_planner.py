@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks import deadlines
 from rayjob_advisor import contract as ann
 from rayjob_advisor import planner, profiles
 from rayjob_advisor.features import Features, features_from_rayjob
@@ -285,3 +286,26 @@ def test_on_a_real_model_a_missed_deadline_gets_the_likeliest_size_never_a_slowe
 def test_on_a_real_model_a_certified_size_meets_the_deadline_at_the_jobs_confidence(imagenet):
     choice = recommend(imagenet_job(), minutes_left=40, startup=0.0, model=imagenet)
     assert choice.meets_deadline and choice.probability >= 0.9
+
+
+# The GPU replay of benchmarks/deadlines.py: its placements, ground truth and held-out runs.
+@pytest.mark.parametrize(
+    ("policy", "gpus", "expected"),
+    [
+        ("packed", 3, "3"), ("packed", 6, "24"), ("packed", 13, "1444"), ("packed", 16, "4444"),
+        ("spread", 3, "111"), ("spread", 6, "1122"), ("spread", 13, "3334"), ("spread", 16, "4444"),
+    ],
+)  # fmt: skip
+def test_the_gpu_replay_lays_gpus_as_its_policies_say(policy, gpus, expected):
+    assert deadlines.placement(policy, gpus) == expected
+
+
+def test_the_gpu_replay_judges_only_configurations_its_model_never_saw():
+    profile = deadlines.PolluxProfile.shipped("imagenet")
+    training = profile.training_runs("spread", 200)
+    judged = {deadlines.placement("spread", gpus) for gpus in profile.candidates("spread", 200)}
+    assert len(judged) == 16 and not any(deadlines.configuration(run) in {(p, 200) for p in judged} for run in training)
+    assert len(training) == len(profile.runs) - 16
+    assert {deadlines.configuration(run) for run in training} >= {("4", 200), ("1444", 200), ("1111", 163)}
+    # ground truth: the measured step time of 1111 at 200 (0.98437 s) for ceil(1281167 / 800) steps
+    assert profile.truth("spread", 200, 4, 1_281_167) == pytest.approx(1602 * 0.9843716382980346)
