@@ -40,7 +40,7 @@ deadline hits and GPU-seconds against the oracle's. Targets (issue 9):
 loose >= 95 % hits at <= +15 % GPU-seconds, tight >= 90 % hits, under both
 placements. ``--batches`` per-GPU batches per workload (evenly spaced over
 those measured; 0: all) and ``--gpu-jobs`` per batch and regime set the run
-time; ``--quick`` is one batch and 10 jobs.
+time; ``--quick`` is one batch (the middle one) and 10 jobs.
 
 Latency: AdmissionReviews posted over HTTPS to the webhook (webhook role, on
 the shipped profile) and, in the same run, to a kopf webhook whose mutate
@@ -174,10 +174,13 @@ class PolluxProfile:
         return list(range(1, gpus + 1))
 
     def batches(self, policy: str, count: int) -> list[int]:
-        """``count`` per-GPU batches with enough candidates, evenly spaced over those measured (0: all)."""
+        """``count`` per-GPU batches with enough candidates, evenly spaced over those measured, the smallest and
+        the largest included (one: the middle one; 0: all)."""
         usable = sorted(b for b in {b for _, b in self.steps} if len(self.candidates(policy, b)) >= MIN_CANDIDATES)
         if count <= 0 or count >= len(usable):
             return usable
+        if count == 1:
+            return [usable[len(usable) // 2]]
         return [usable[round(i)] for i in np.linspace(0, len(usable) - 1, count)]
 
     def training_runs(self, policy: str, batch: int) -> list[Observation]:
