@@ -19,7 +19,14 @@ from rayjob_advisor.observations import write_observations
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
-SPLITS = {"interpolate-workers", "extrapolate-workers", "interpolate-size", "extrapolate-size", "kfold"}
+SPLITS = {
+    "interpolate-workers",
+    "extrapolate-workers",
+    "interpolate-size",
+    "extrapolate-size",
+    "far-extrapolate-workers",
+    "kfold",
+}
 
 
 @pytest.fixture(scope="module")

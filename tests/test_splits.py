@@ -38,6 +38,7 @@ def test_splits_need_three_distinct_values():
     assert skipped == {
         "interpolate-workers": "needs at least 3 distinct workers values, found 2",
         "extrapolate-workers": "needs at least 3 distinct workers values, found 2",
+        "far-extrapolate-workers": "needs at least 3 distinct workers values, found 2",
     }
 
 
@@ -57,3 +58,12 @@ def test_split_folds_partition_the_runs():
 def test_unknown_kind_is_an_error():
     with pytest.raises(ValueError, match="unknown split kind"):
         splits.held_out_values(np.array([1, 2, 3]), "sideways")
+
+
+def test_far_extrapolation_fits_on_a_quarter_of_the_most_workers_and_asks_about_the_most():
+    workers = np.array([1, 2, 3, 4, 6, 8, 12, 16] * 2, dtype=float)
+    defined, _ = splits.split_folds(workers, np.repeat([100.0, 200.0], 8))
+    ((train, test),) = defined["far-extrapolate-workers"]
+    assert set(workers[train]) == {1.0, 2.0, 3.0, 4.0} and set(workers[test]) == {16.0}
+    _, skipped = splits.split_folds(np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0, 4.0]))
+    assert skipped["far-extrapolate-workers"] == "needs at least 2 distinct workers values up to 1/4 of the largest"

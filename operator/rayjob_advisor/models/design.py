@@ -62,3 +62,35 @@ def design_matrix(runs: Sequence[Runlike], nodes: Sequence[int | None]) -> np.nd
 def packed_nodes(workers: int, workers_per_node: int) -> int:
     """Nodes a job of ``workers`` spans when packed ``workers_per_node`` to a node."""
     return max(1, math.ceil(workers / max(1, workers_per_node)))
+
+
+def profiled_packing(X: np.ndarray) -> tuple[int, int]:
+    """The most workers a profiled run had on one node (at least), and the most nodes a run spanned."""
+    return int(np.max(np.ceil(X[:, WORKERS] / X[:, NODES]))), int(np.max(X[:, NODES]))
+
+
+def placement_nodes(workers: int, placement: str | None, workers_per_node: int, max_nodes: int) -> int:
+    """The nodes a job spans under a placement hint: ``packed`` (or none), ``spread`` or ``one-per-node``.
+
+    Spread goes over at most as many nodes as the profile measured.
+    """
+    if placement == "spread":
+        return min(workers, max_nodes)
+    if placement == "one-per-node":
+        return workers
+    return packed_nodes(workers, workers_per_node)
+
+
+def nearest_measured(nodes: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Each node count mapped to the closest one measured (ties to the larger: the slower guess).
+
+    Node counts take a free shape (2 nodes may sync slower than 4), so a
+    count never measured borrows the behaviour of its nearest neighbour.
+    """
+    distance = np.abs(nodes[:, None] - measured[None, :]) - 1e-6 * measured[None, :]
+    return np.asarray(measured[np.argmin(distance, axis=1)], dtype=float)
+
+
+def resources(X: np.ndarray) -> np.ndarray:
+    """What the work of each run is split over: its GPUs, or its workers when they have none."""
+    return np.asarray(X[:, WORKERS] * np.maximum(X[:, GPUS], 1.0), dtype=float)

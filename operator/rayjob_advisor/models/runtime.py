@@ -12,9 +12,18 @@ measured. What the job leaves out is filled from the profile, and
   node as the profile was), see ``nodes``;
 - the epochs: 1 (one pass over the dataset).
 
-Every prediction is finite and at least ``floor`` — the runtime of the job's
-work at the fastest per-sample rate, per GPU (or worker), that the profile
-ever measured, as if it scaled perfectly: no model may claim more.
+Every prediction is finite and at least ``floor`` (``predictor``), is
+anchored on the profile's runs of the same configuration, and its bound and
+probabilities come from the residuals of its configuration band, widened
+with the distance beyond the profiled worker counts (``calibration``).
+
+A candidate that collapses (``predictor.Point.collapsed``) anywhere on the
+runs it is asked about is not used for them: ``for_runs`` answers with the
+best ranked candidate that is positive by construction instead
+(``fallback_``, fitted and calibrated at fit time from the same
+cross-validation, one extra fit). ``predict``, ``predict_upper`` and
+``probability_within`` check the runs they are given; a caller asking about
+a job and its what-if range together gets one model for all of them.
 """
 
 from __future__ import annotations
@@ -25,31 +34,27 @@ import numpy as np
 
 from rayjob_advisor.models import calibration, design, evaluation
 from rayjob_advisor.models.design import Runlike
-from rayjob_advisor.models.estimators import CANDIDATES
+from rayjob_advisor.models.estimators import CANDIDATES, STRUCTURAL
+from rayjob_advisor.models.predictor import Point, Predictor
 from rayjob_advisor.observations import Observation
 
 _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
-PLACEMENTS = ("packed", "spread", "one-per-node")
-
-
-def _resources(X: np.ndarray) -> np.ndarray:
-    """What the work of a run is split over: its GPUs, or its workers when they have none."""
-    return np.asarray(X[:, design.WORKERS] * np.maximum(X[:, design.GPUS], 1.0), dtype=float)
 
 
 class RuntimeModel:
     """Selects a candidate by cross-validation, refits it on all runs, calibrates its bound.
 
-    Selection scores every candidate without calibrating it (the MAPE does
-    not need it); only the selected one is calibrated, once, on all runs.
-    ``candidate`` forces one candidate (by name) instead of selecting.
-    Fitted attributes: ``selected_``, ``estimator_``, ``residuals_``,
+    Selection (``evaluation.select_candidate``) scores every candidate
+    without nested calibration; the selected one's held-out predictions are
+    its calibration data. ``candidate`` forces one candidate (by name)
+    instead of selecting.
+    Fitted attributes: ``selected_``, ``predictor_`` (``predictor.Predictor``), ``fallback_``
+    (the same for the best ranked structural candidate, None when the selected is one),
     ``cv_mape_`` (mean over splits), ``evaluation_`` (without coverage), ``n_samples_``,
     ``workers_per_node_`` (the most workers the profile ran on one node: how
     tightly a job without a placement hint is assumed packed),
     ``max_nodes_`` (the most nodes a profiled run spanned: a ``spread`` job spans up to that many),
     ``batch_per_worker_`` (the profile's median per-worker batch, for jobs that give no batch),
-    ``seconds_per_sample_`` (the fastest per-sample time of one GPU or worker measured: the floor),
     ``startup_seconds_`` (the median start-up of the runs that measured one,
     0 when none did),
     ``fixed_columns_``: design columns (epochs, CPUs, GPUs, nodes) that never
@@ -66,11 +71,18 @@ class RuntimeModel:
 
     def fit(self, observations: Sequence[Observation]) -> RuntimeModel:
         candidates = (self.candidate,) if self.candidate else tuple(CANDIDATES)
-        self.evaluation_ = evaluation.evaluate(observations, candidates=candidates, calibrate=False)
-        self.selected_ = self.evaluation_.selected
-        self.cv_mape_ = evaluation.mean_mape(self.evaluation_.splits, self.selected_)
         runs = evaluation.Runs.from_observations(observations)
-        self.estimator_, self.residuals_ = evaluation.fit_calibrated(self.selected_, runs)
+        selection = evaluation.select_candidate(runs, candidates)
+        self.evaluation_ = selection.evaluation
+        self.selected_ = selection.point.name
+        self.cv_mape_ = evaluation.mean_mape(self.evaluation_.splits, self.selected_)
+        self.predictor_ = self._calibrated(selection, selection.point)
+        structural = [name for name in selection.ranking if name in STRUCTURAL]
+        self.fallback_ = (
+            None
+            if self.selected_ in STRUCTURAL or not structural
+            else self._calibrated(selection, Point.fit(structural[0], runs.X, runs.y))
+        )
         self.fixed_columns_ = {
             column: float(runs.X[0, column]) for column in _FREEZABLE if np.all(runs.X[:, column] == runs.X[0, column])
         }
@@ -78,23 +90,22 @@ class RuntimeModel:
         self.n_samples_ = len(observations)
         startups = [o.startup_seconds for o in observations if o.startup_seconds is not None]
         self.startup_seconds_ = float(np.median(startups)) if startups else 0.0
-        self.workers_per_node_ = int(max(np.ceil(runs.X[:, design.WORKERS] / runs.X[:, design.NODES])))
-        self.max_nodes_ = int(max(runs.X[:, design.NODES]))
+        self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
         self.batch_per_worker_ = max(1, round(float(np.median(runs.X[:, design.BATCH] / runs.X[:, design.WORKERS]))))
-        self.seconds_per_sample_ = float(np.min(runs.y * _resources(runs.X) / runs.X[:, design.WORK]))
         return self
+
+    @staticmethod
+    def _calibrated(selection: evaluation.Selection, point: Point) -> Predictor:
+        return Predictor(point, calibration.Calibration.from_held_out(selection.held[point.name]))
 
     def nodes(self, run: Runlike) -> int:
         """The nodes ``run`` spans: measured (an observation), else from its placement hint (module docstring)."""
         measured: int | None = getattr(run, "nodes", None)
         if measured is not None:
             return measured
-        placement = getattr(run, "placement", None)
-        if placement == "spread":
-            return min(run.workers, self.max_nodes_)
-        if placement == "one-per-node":
-            return run.workers
-        return design.packed_nodes(run.workers, self.workers_per_node_)
+        return design.placement_nodes(
+            run.workers, getattr(run, "placement", None), self.workers_per_node_, self.max_nodes_
+        )
 
     def _job_matrix(self, runs: Sequence[Runlike]) -> np.ndarray:
         """The design rows of the runs as given, the missing global batch filled from the profile."""
@@ -124,21 +135,24 @@ class RuntimeModel:
             assumed["workers_per_node"] = float(self.workers_per_node_)
         return assumed
 
+    def for_runs(self, runs: Sequence[Runlike]) -> Predictor:
+        """The predictor for these runs: the selected one, unless it collapses on one of them (module docstring)."""
+        if self.fallback_ is not None and np.any(self.predictor_.point.collapsed(self._matrix(runs))):
+            return self.fallback_
+        return self.predictor_
+
     def floor(self, runs: Sequence[Runlike]) -> np.ndarray:
-        """The least runtime physically possible for each run (module docstring)."""
-        X = self._matrix(runs)
-        return np.asarray(self.seconds_per_sample_ * X[:, design.WORK] / _resources(X), dtype=float)
+        """The least runtime physically possible for each run (``predictor``)."""
+        return self.predictor_.point.floor(self._matrix(runs))
 
     def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Median execution seconds of each run: finite and never below ``floor``."""
-        predicted = np.asarray(self.estimator_.predict(self._matrix(runs)), dtype=float)
-        floor = self.floor(runs)
-        return np.where(np.isfinite(predicted), np.maximum(predicted, floor), floor)
+        return self.for_runs(runs).predict(self._matrix(runs))
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
-        return calibration.upper_bound(self.predict(runs), self.residuals_, confidence)
+        return self.for_runs(runs).predict_upper(self._matrix(runs), confidence)
 
     def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
         """Per run, the estimated probability that it runs for at most ``seconds`` (same residuals as the bound)."""
-        return calibration.probability_within(self.predict(runs), self.residuals_, np.asarray(seconds, dtype=float))
+        return self.for_runs(runs).probability_within(self._matrix(runs), np.asarray(seconds, dtype=float))

@@ -8,6 +8,11 @@ together — a model is never scored on a configuration it has seen.
   smallest, never the smallest or the largest) is held out.
 - ``extrapolate-*``: the largest quarter of the distinct values (at least
   one) is held out; training keeps only smaller values.
+- ``far-extrapolate-workers``: the largest worker count is held out and
+  training keeps only worker counts up to a quarter of it (fit on 1-4 GPUs,
+  ask about 16): where users need the advisor most, and where a model that
+  flatlines or collapses outside its data shows it. Defined when at least
+  two distinct worker counts are that small.
 - ``kfold``: 5 shuffled folds over runs (seeded), the usual random CV.
 
 A variable with fewer than 3 distinct values has no interpolation or
@@ -30,7 +35,10 @@ SPLITS: dict[str, tuple[str, str]] = {
     "extrapolate-workers": ("workers", "extrapolate"),
     "interpolate-size": ("dataset_size", "interpolate"),
     "extrapolate-size": ("dataset_size", "extrapolate"),
+    "far-extrapolate-workers": ("workers", "far"),
 }
+FAR_FRACTION = 4
+"""``far-extrapolate-workers`` trains on worker counts up to 1/FAR_FRACTION of the largest."""
 
 
 def held_out_values(values: np.ndarray, kind: str) -> list[float] | None:
@@ -42,6 +50,8 @@ def held_out_values(values: np.ndarray, kind: str) -> list[float] | None:
         return distinct[1:-1][::2]
     if kind == "extrapolate":
         return distinct[-max(1, math.ceil(len(distinct) / 4)) :]
+    if kind == "far":
+        return distinct[-1:] if sum(v <= distinct[-1] / FAR_FRACTION for v in distinct) >= 2 else None
     raise ValueError(f"unknown split kind {kind!r}")
 
 
@@ -49,6 +59,13 @@ def test_mask(values: np.ndarray, kind: str) -> np.ndarray | None:
     """Boolean mask of the held-out runs, or None when the split is undefined."""
     held = held_out_values(values, kind)
     return None if held is None else np.isin(values, held)
+
+
+def train_mask(values: np.ndarray, kind: str, test: np.ndarray) -> np.ndarray:
+    """The runs a split trains on: all others, or for ``far`` only the small enough values."""
+    if kind == "far":
+        return np.asarray(values <= np.max(values) / FAR_FRACTION)
+    return ~test
 
 
 Fold = tuple[np.ndarray, np.ndarray]
@@ -70,9 +87,13 @@ def split_folds(workers: np.ndarray, sizes: np.ndarray) -> tuple[dict[str, list[
         mask = test_mask(values, kind)
         if mask is None:
             found = len(set(np.asarray(values).tolist()))
-            skipped[split] = f"needs at least {MIN_DISTINCT} distinct {variable} values, found {found}"
+            skipped[split] = (
+                f"needs at least 2 distinct {variable} values up to 1/{FAR_FRACTION} of the largest"
+                if kind == "far" and found >= MIN_DISTINCT
+                else f"needs at least {MIN_DISTINCT} distinct {variable} values, found {found}"
+            )
         else:
-            defined[split] = [(np.flatnonzero(~mask), np.flatnonzero(mask))]
+            defined[split] = [(np.flatnonzero(train_mask(values, kind, mask)), np.flatnonzero(mask))]
     folds = kfold_indices(len(workers))
     if folds:
         defined["kfold"] = folds

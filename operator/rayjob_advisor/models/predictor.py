@@ -1,0 +1,97 @@
+"""A fitted candidate as the advisor uses it: floored, anchored and calibrated.
+
+``Point`` turns a candidate's raw output into predictions that are finite
+and never below ``floor`` — the work of the run at the fastest per-sample
+rate of one GPU (or worker, without GPUs) that the training runs ever
+showed, as if it scaled perfectly: no model may claim more — and anchors
+them on measured configurations (``anchoring``). A raw output that is not
+finite or below half the floor means the candidate collapsed there
+(``collapsed``): it is then not used for that question (``evaluation``,
+``runtime``). ``Predictor`` adds the calibrated bound (``calibration``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from sklearn.base import RegressorMixin
+
+from rayjob_advisor.models import calibration, design
+from rayjob_advisor.models.anchoring import Anchors
+from rayjob_advisor.models.estimators import CANDIDATES
+
+COLLAPSE_FRACTION = 0.5
+"""A raw prediction under this fraction of the floor is a collapse, not a fast run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """Point predictions of one fitted candidate (module docstring)."""
+
+    name: str
+    estimator: RegressorMixin
+    seconds_per_sample: float
+    max_workers: float
+    anchors: Anchors
+
+    @classmethod
+    def fit(cls, name: str, X: np.ndarray, y: np.ndarray) -> Point:
+        rate = float(np.min(y * design.resources(X) / X[:, design.WORK]))
+        unanchored = cls(name, CANDIDATES[name]().fit(X, y), rate, float(np.max(X[:, design.WORKERS])), Anchors.none())
+        return dataclasses.replace(unanchored, anchors=Anchors.fit(X, y, unanchored.predict(X)[1]))
+
+    def floor(self, X: np.ndarray) -> np.ndarray:
+        """The least runtime physically possible for each run (module docstring)."""
+        return np.asarray(self.seconds_per_sample * X[:, design.WORK] / design.resources(X), dtype=float)
+
+    def collapsed(self, X: np.ndarray) -> np.ndarray:
+        """Runs whose raw prediction is not finite or far under the floor."""
+        raw = np.asarray(self.estimator.predict(X), dtype=float)
+        return np.asarray(~np.isfinite(raw) | (raw < COLLAPSE_FRACTION * self.floor(X)), dtype=bool)
+
+    def distance(self, X: np.ndarray) -> np.ndarray:
+        """How far each run lies beyond the most workers trained on: log(workers / most), 0 inside."""
+        return np.asarray(np.maximum(0.0, np.log(X[:, design.WORKERS] / self.max_workers)), dtype=float)
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The predictions, the same without anchoring, and which runs were anchored."""
+        floor = self.floor(X)
+        raw = np.asarray(self.estimator.predict(X), dtype=float)
+        unanchored = np.where(np.isfinite(raw), np.maximum(raw, floor), floor)
+        anchored, measured = self.anchors.apply(X, unanchored)
+        return np.maximum(anchored, floor), unanchored, measured
+
+    def held_out(self, X: np.ndarray, y: np.ndarray) -> calibration.HeldOut:
+        """Predictions of runs this candidate was not fitted on, for scoring and calibration."""
+        predicted, unanchored, anchored = self.predict(X)
+        return calibration.HeldOut(
+            actual=y,
+            predicted=predicted,
+            unanchored=unanchored,
+            anchored=anchored,
+            nodes=X[:, design.NODES],
+            distance=self.distance(X),
+            collapsed=self.collapsed(X),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Predictor:
+    """A ``Point`` and the calibration of its bound."""
+
+    point: Point
+    calibration: calibration.Calibration
+
+    def _pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
+        predicted, _, anchored = self.point.predict(X)
+        return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.point.predict(X)[0]
+
+    def predict_upper(self, X: np.ndarray, confidence: float) -> np.ndarray:
+        return calibration.upper_bounds(*self._pools(X), confidence)
+
+    def probability_within(self, X: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        return calibration.probabilities_within(*self._pools(X), seconds)
