@@ -309,3 +309,10 @@ def test_the_gpu_replay_judges_only_configurations_its_model_never_saw():
     assert {deadlines.configuration(run) for run in training} >= {("4", 200), ("1444", 200), ("1111", 163)}
     # ground truth: the measured step time of 1111 at 200 (0.98437 s) for ceil(1281167 / 800) steps
     assert profile.truth("spread", 200, 4, 1_281_167) == pytest.approx(1602 * 0.9843716382980346)
+
+
+def test_the_strict_gpu_replay_holds_out_every_run_at_the_jobs_batch():
+    profile = deadlines.PolluxProfile.shipped("imagenet")
+    training = profile.training_runs("packed", 200, strict=True)
+    assert all(deadlines.configuration(run)[1] != 200 for run in training)
+    assert len(training) == len(profile.runs) - 108  # every placement of 1-16 GPUs over 1-4 nodes was run at 200
