@@ -64,6 +64,26 @@ def test_a_good_job_gets_the_prediction_annotations_and_its_error_cleared(store)
         ({ann.DATASET_SIZE: "10"}, "no workload: set the rayjob-advisor.io/workload annotation or label"),
         ({ann.WORKLOAD: "bert", ann.DATASET_SIZE: "10"}, "no RuntimeProfile for workload 'bert'"),
         ({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10", ann.SCALE_GROUP: "gpu"}, "no worker group of that name"),
+        # Out of any sensible range: input errors, never a plan nor a retry.
+        ({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "1" + "0" * 400}, "dataset-size='1000"),
+        ({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10", ann.EPOCHS: "10000000"}, "epochs='10000000'"),
+        (
+            {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10000000", ann.EPOCHS: "1000000"},
+            "rayjob-advisor.io/dataset-size x rayjob-advisor.io/epochs is more than 1e+12 samples",
+        ),
+        (
+            {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10", ann.DEADLINE: "87600h"},
+            "deadline='87600h': Value error, a deadline duration must be at most 8784h",
+        ),
+        (
+            {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10", ann.DEADLINE: "2036-12-02T12:00:00Z"},
+            "deadline='2036-12-02T12:00:00+00:00': more than 8784h from now",
+        ),
+        (
+            {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10", ann.BATCH_SIZE: "64", ann.BATCH_SIZE_PER_WORKER: "8"},
+            "set at most one of rayjob-advisor.io/batch-size (the global batch) and "
+            "rayjob-advisor.io/batch-size-per-worker",
+        ),
     ],
 )
 def test_bad_input_becomes_the_error_annotation_and_a_warning(store, notes, message):
@@ -110,6 +130,111 @@ def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(store, name, ra
         assert advice.error is None and ann.PREDICTION in notes_of(advice)
 
 
+def test_an_absolute_deadline_within_a_year_of_now_is_planned(store):
+    within = NOW + dt.timedelta(days=365)
+    notes = {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10", ann.DEADLINE: within.isoformat()}
+    advice = advise(make_rayjob(annotations=notes), store, policy=POLICY, may_resize=True, now=NOW)
+    assert advice.error is None and ann.RECOMMENDATION in notes_of(advice)
+
+
+def test_the_prediction_shows_the_batch_held_and_the_placement_hint(store):
+    group = worker_group(replicas=2, minReplicas=1, maxReplicas=4)
+    group["template"]["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"ray.io/group": "workers"}}}
+    ]  # fmt: skip
+    notes = {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "64"}
+    rayjob = make_rayjob(annotations=notes, groups=[group], runtimeEnvYAML="env_vars: {NUM_WORKERS: '2'}")
+    shown = json.loads(notes_of(advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW))[ann.PREDICTION])
+    expected = {"batch_size": 64, "batch_size_per_worker": 32, "batch_held": "per-worker", "placement": "spread"}
+    assert {key: shown["features"][key] for key in expected} == expected
+    held = {**notes, ann.BATCH_SCALING: "global", ann.PLACEMENT: "one-per-node"}
+    rayjob = make_rayjob(annotations=held, groups=[group], runtimeEnvYAML="env_vars: {NUM_WORKERS: '2'}")
+    shown = json.loads(notes_of(advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW))[ann.PREDICTION])
+    assert (shown["features"]["batch_held"], shown["features"]["placement"]) == ("global", "one-per-node")
+
+
+@pytest.mark.parametrize(
+    ("missing", "blocker"),
+    [
+        ((ann.BATCH_SIZE,), "add rayjob-advisor.io/batch-size-per-worker (or rayjob-advisor.io/batch-size)"),
+        ((ann.EPOCHS,), "add rayjob-advisor.io/epochs"),
+        (
+            (ann.BATCH_SIZE, ann.EPOCHS),
+            "add rayjob-advisor.io/batch-size-per-worker (or rayjob-advisor.io/batch-size) "
+            "and rayjob-advisor.io/epochs",
+        ),
+    ],
+)
+def test_enforce_never_resizes_on_a_missing_input_and_says_which_annotation_to_add(store, missing, blocker):
+    given = deadline_job("enforce", deadline="20s")
+    assert advise(given, store, policy=POLICY, may_resize=True, now=NOW).resized  # the contrast: everything given
+    rayjob = deadline_job("enforce", deadline="20s")
+    for key in missing:
+        del rayjob["metadata"]["annotations"][key]
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    assert not advice.resized and after["spec"] == rayjob["spec"] and ann.ORIGINAL_REPLICAS not in notes_of(advice)
+    plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
+    assert plan["replicas"] > plan["currentReplicas"]  # the recommendation stays
+    assert plan["reason"].endswith(f"; not resized: the plan assumes what the job does not say: {blocker}")
+    (message,) = advice.messages
+    assert (message.reason, message.warning, message.event) == ("NotResized", True, True) and blocker in message.text
+    recommended = deadline_job("recommend", deadline="20s")
+    for key in missing:
+        del recommended["metadata"]["annotations"][key]
+    advice = advise(recommended, store, policy=POLICY, may_resize=True, now=NOW)
+    assert "not resized" not in advice.messages[0].text  # only enforce is held back; a recommendation is advice
+
+
+# Every KubeRay sample as a new user submits it: a workload and a dataset size, nothing else, in enforce mode.
+@pytest.fixture(scope="module")
+def shipped_store():
+    store = profiles.ProfileStore()
+    store.find("default", "digits-cnn").fit()
+    return store
+
+
+def bare_sample(rayjob: dict, deadline: str) -> dict:
+    rayjob = json.loads(json.dumps(rayjob))
+    rayjob["metadata"].setdefault("annotations", {}).update(
+        {ann.WORKLOAD: "digits-cnn", ann.DATASET_SIZE: "60000", ann.MODE: "enforce", ann.DEADLINE: deadline}
+    )
+    for group in rayjob["spec"].get("rayClusterSpec", {}).get("workerGroupSpecs", []):
+        group.update(minReplicas=1, maxReplicas=8)  # room both ways: a plan that changes the size
+    return rayjob
+
+
+@pytest.mark.parametrize("deadline", ["30s", "6h"])
+@pytest.mark.parametrize(("name", "rayjob"), sample_rayjobs(), ids=[n for n, _ in sample_rayjobs()])
+def test_no_sample_is_resized_on_inputs_it_does_not_give(shipped_store, name, rayjob, deadline):
+    rayjob = bare_sample(rayjob, deadline)
+    advice = advise(rayjob, shipped_store, policy=POLICY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    assert not advice.resized and after["spec"] == rayjob["spec"]
+    if advice.error is not None:
+        assert name == "ray-job.use-existing-raycluster.yaml" and "spec.clusterSelector" in advice.error
+        return
+    plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
+    if plan["replicas"] != plan["currentReplicas"]:
+        (message,) = advice.messages
+        assert message.reason == "NotResized" and "not resized" in plan["reason"]
+        assert ann.BATCH_SIZE_PER_WORKER in message.text or ann.WORKERS_ENV in message.text
+
+
+@pytest.mark.parametrize(("name", "rayjob"), sample_rayjobs(), ids=[n for n, _ in sample_rayjobs()])
+def test_every_sample_is_predicted_positive_with_its_assumptions_shown(shipped_store, name, rayjob):
+    rayjob = bare_sample(rayjob, "6h")
+    advice = advise(rayjob, shipped_store, policy=POLICY, may_resize=True, now=NOW)
+    if advice.error is not None:
+        assert name == "ray-job.use-existing-raycluster.yaml" and "spec.clusterSelector" in advice.error
+        return
+    shown = json.loads(notes_of(advice)[ann.PREDICTION])
+    assert shown["p50"] > 0 and shown["upper"] >= shown["p50"]
+    assert (shown["features"]["batch_size"], shown["features"]["batch_held"]) == (None, "per-worker")
+    assert {"batch_size_per_worker", "placement"} <= set(shown["assumed"])  # the model's defaults, from the profile
+
+
 def test_config_from_environment_and_flags():
     environ = {
         "RAYJOB_ADVISOR_NAMESPACES": "a, b",
@@ -137,7 +262,7 @@ def deadline_job(
     """A job with a deadline whose script reads ``NUM_WORKERS`` (``count``, by default one per pod)."""
     return make_rayjob(
         annotations={
-            ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64",
+            ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.EPOCHS: "1",
             ann.DEADLINE: deadline, ann.MODE: mode, **notes,
         },
         groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)],
@@ -244,7 +369,14 @@ RESIZABLE = [(name, rayjob) for name, rayjob in sample_rayjobs() if name != "ray
 def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name, rayjob, deadline):
     rayjob = json.loads(json.dumps(rayjob))
     rayjob["metadata"].setdefault("annotations", {}).update(
-        {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.MODE: "enforce", ann.DEADLINE: deadline}
+        {
+            ann.WORKLOAD: "synthetic",
+            ann.DATASET_SIZE: "16000",
+            ann.BATCH_SIZE_PER_WORKER: "32",
+            ann.EPOCHS: "1",
+            ann.MODE: "enforce",
+            ann.DEADLINE: deadline,
+        }
     )
     for group in rayjob["spec"]["rayClusterSpec"].get("workerGroupSpecs", []):
         group.update(minReplicas=1, maxReplicas=8)  # room both ways (the resnet sample pins 4..4)
@@ -393,7 +525,14 @@ def test_enforce_never_changes_gpus_the_profile_fixed(store, one_gpu_store, name
 def test_enforced_gpus_keep_kubernetes_and_ray_in_agreement(gpu_store, name, rayjob, deadline):
     rayjob = json.loads(json.dumps(rayjob))
     rayjob["metadata"].setdefault("annotations", {}).update(
-        {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.MODE: "enforce", ann.DEADLINE: deadline}
+        {
+            ann.WORKLOAD: "synthetic",
+            ann.DATASET_SIZE: "16000",
+            ann.BATCH_SIZE_PER_WORKER: "32",
+            ann.EPOCHS: "1",
+            ann.MODE: "enforce",
+            ann.DEADLINE: deadline,
+        }
     )
     before = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
     advice = advise(rayjob, gpu_store, policy=POLICY, may_resize=True, now=NOW)

@@ -139,6 +139,27 @@ def test_unknown_workload_gets_an_error_annotation_and_a_warning_event(live):
     assert error in events[0]["message"]
 
 
+@pytest.mark.parametrize(
+    ("name", "bad", "message"),
+    [
+        ("huge-dataset", {ann.DATASET_SIZE: "1" + "0" * 400}, "Input should be less than or equal to 1000000000000"),
+        ("far-deadline", {ann.DEADLINE: "2099-01-01T00:00:00Z"}, "more than 8784h from now"),
+        ("many-epochs", {ann.EPOCHS: "99999999"}, "epochs='99999999': Input should be less than or equal to 1000000"),
+    ],
+)
+def test_out_of_range_inputs_are_reported_once_and_never_retried(live, name, bad, message):
+    api = live.api
+    api.create(rayjob(name, **{ann.MODE: "enforce", **bad}))
+    error = wait_for_note(api, name, ann.ERROR)
+    assert message in error and ann.PREDICTION not in notes_in(api, "default", name)
+    time.sleep(1.5)  # kopf would have retried every second by now
+    events = [e for e in api.objects("events") if e["involvedObject"]["name"] == name]
+    assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")] and error in events[0][
+        "message"
+    ]
+    assert len(api.requests("PATCH", "rayjobs", name=name)) <= 2  # the error, kopf's own record
+
+
 def test_mode_off_leaves_the_job_alone(live):
     api = live.api
     api.create_namespace("quiet", labels={ann.MODE: "off"})
@@ -317,7 +338,7 @@ def test_the_run_command_serves_liveness_metrics_and_logs_json(api, tmp_path):
 def held_rayjob(name: str, **notes: str) -> dict:
     body = make_rayjob(
         annotations={
-            ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64",
+            ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.EPOCHS: "1",
             ann.MODE: "enforce", ann.DEADLINE: "60s", **notes,
         },
         groups=[worker_group(replicas=1, minReplicas=1, maxReplicas=4)],

@@ -39,7 +39,7 @@ def webhook() -> Iterator[Webhook]:
 
 
 def job(mode: str = "recommend", deadline: str | None = "40s", replicas: int = 1, **notes: str) -> dict:
-    values = {ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.MODE: mode}
+    values = {ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.EPOCHS: "1", ann.MODE: mode}
     if deadline:
         values[ann.DEADLINE] = deadline
     values.update(notes)
@@ -93,6 +93,11 @@ def test_without_a_deadline_only_the_prediction_is_added(webhook):
         ({ann.DATASET_SIZE: "lots"}, "dataset-size='lots'"),
         ({ann.DEADLINE: "soon"}, "neither an RFC 3339 time"),
         ({ann.WORKLOAD: "unknown"}, "no RuntimeProfile for workload 'unknown'"),
+        # Out of range: input errors, never plans.
+        ({ann.DATASET_SIZE: "1" + "0" * 400}, "Input should be less than or equal to 1000000000000"),
+        ({ann.DEADLINE: "87600h"}, "a deadline duration must be at most 8784h"),
+        ({ann.DEADLINE: "2099-01-01T00:00:00Z"}, "deadline='2099-01-01T00:00:00+00:00': more than 8784h from now"),
+        ({ann.EPOCHS: "99999999"}, "epochs='99999999': Input should be less than or equal to 1000000"),
     ],
 )
 def test_bad_annotations_are_admitted_with_a_warning(webhook, notes, message):

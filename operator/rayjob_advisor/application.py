@@ -5,6 +5,9 @@ recommendation annotations, in ``enforce`` mode the resized worker group
 (replicas and, where the plan changes them, GPUs per worker) and Ray Train
 worker count — both or neither — with ``original-replicas``,
 and the release of a job held for us) and the messages that explain it.
+``enforce`` never resizes a job whose plan rests on an input it does not
+give (its batch, its epochs): the recommendation says which annotation to
+add (``NotResized``), as it does when Ray Train could not follow the pods.
 ``learn``: when it has finished, what its run teaches (the observation to
 append, the error of our prediction, its deadline outcome). Bad input never raises: it becomes the ``error``
 annotation and a warning.
@@ -88,7 +91,7 @@ def advise(
     rayjob = RayJob(body)
     release = rayjob.release() if may_resize else {}
     try:
-        inputs = job_inputs(rayjob, policy)
+        inputs = job_inputs(rayjob, policy).within_reach(now)
     except contract.AnnotationError as exc:
         return _bad_input(rayjob, str(exc), release, workload=None)
     if inputs.mode == "off":
@@ -105,7 +108,7 @@ def advise(
     if plan is None:
         return Advice(patch=merge(_annotations(notes), release), **known)
     enforce = may_resize and inputs.mode == "enforce" and plan.changes
-    blocker = job.training.blocker if enforce else None
+    blocker = job.enforce_blocker if enforce else None
     if blocker:
         plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()

@@ -350,7 +350,8 @@ def _predict(args: argparse.Namespace) -> None:
     """Every input is checked before the model is fitted: a mistake costs no waiting."""
     rayjob = _read_rayjob(args.filename)
     metadata = rayjob.get("metadata") or {}
-    inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels"))
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    inputs = contract.parse_inputs(metadata.get("annotations"), metadata.get("labels")).within_reach(now)
     if args.confidence is not None:
         inputs = inputs.model_copy(update={"confidence": _confidence(args.confidence)})
     try:
@@ -366,7 +367,6 @@ def _predict(args: argparse.Namespace) -> None:
     observations = _load(args, data, workload)
     model = RuntimeModel().fit(observations)
     profile = profiles.profile_name(observations, workload, data)
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     prices = planner.Prices()
     result, recommendation = prediction.forecast(rayjob, inputs, job, model, profile, prices, now)
     rows = prediction.what_if(job, model, inputs.confidence, model.startup_seconds_, prices)

@@ -159,6 +159,28 @@ class Features(pydantic.BaseModel):
     placement: contract.Placement | None = None
 
     @property
+    def missing_inputs(self) -> str | None:
+        """Inputs the job does not give that any plan rests on (the model assumes them from the profile).
+
+        Its batch (how each step's work grows with the workers) and its
+        epochs (the work itself): a plan on assumed values could shrink a
+        job that needs every worker it has.
+        """
+        missing = []
+        if self.batch_size is None:
+            missing.append(f"{contract.BATCH_SIZE_PER_WORKER} (or {contract.BATCH_SIZE})")
+        if self.epochs is None:
+            missing.append(contract.EPOCHS)
+        if not missing:
+            return None
+        return f"the plan assumes what the job does not say: add {' and '.join(missing)}"
+
+    @property
+    def enforce_blocker(self) -> str | None:
+        """Why ``enforce`` may not resize: Ray Train cannot follow the pods, or the plan rests on assumed inputs."""
+        return self.training.blocker or self.missing_inputs
+
+    @property
     def pods(self) -> int:
         """Ray worker pods that run the training (what a replica count costs)."""
         return self.scale_group.workers if self.scale_group else 1
