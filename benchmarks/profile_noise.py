@@ -3,7 +3,7 @@
 No model can be more accurate than the data repeats are consistent, so this
 is the floor to read `evaluate`'s MAPE against.
 
-    .venv/bin/python -m benchmarks.profile_noise [FILE.csv]   (default: the shipped profile)
+    .venv/bin/python -m benchmarks.profile_noise [FILE.csv]   (default: the shipped digits-cnn profile)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", type=pathlib.Path, nargs="?")
     args = parser.parse_args()
-    path = args.data or shipped_data(None)
+    path = args.data or shipped_data("digits-cnn")
     observations, _ = read_observations(path)
     groups = collections.defaultdict(list)
     for o in observations:

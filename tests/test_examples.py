@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import json
 import math
 import shutil
 import string
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from benchmarks import pollux
-from rayjob_advisor import contract, features
+from rayjob_advisor import cli, contract, features, profiles
 from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.paths import POLLUX, REPO
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
@@ -120,3 +121,39 @@ def test_enforce_rewrites_the_example_worker_count_and_keeps_its_runtime_env():
     before, after = yaml.safe_load(rayjob["spec"]["runtimeEnvYAML"]), yaml.safe_load(stored["spec"]["runtimeEnvYAML"])
     assert after["env_vars"]["NUM_WORKERS"] == str(group["replicas"]) and after["pip"] == before["pip"]
     assert contract.ORIGINAL_REPLICAS in stored["metadata"]["annotations"]
+
+
+def test_the_shipped_pollux_profiles_are_the_conversion_with_provenance(tmp_path):
+    written = pollux.write_shipped(POLLUX, tmp_path)
+    assert [path.name for path in written] == [f"pollux-{model}.csv" for model in pollux.MODELS]
+    for path in written:
+        shipped = profiles.SHIPPED_DATA / path.name
+        assert shipped.read_bytes() == path.read_bytes(), "regenerate: python -m benchmarks.pollux --shipped"
+        header = [line for line in shipped.read_text().splitlines() if line.startswith("#")]
+        assert any(pollux.SOURCE_COMMIT in line and "placements.csv" in line for line in header)
+        assert any("Apache-2.0" in line and "Copyright 2020 Petuum, Inc." in line for line in header)
+    notice = (profiles.SHIPPED_DATA / "NOTICE").read_text()
+    assert "Copyright 2020 Petuum, Inc. and the AdaptDL / Pollux authors" in notice
+    assert "Apache License" in (profiles.SHIPPED_DATA / "LICENSE-pollux").read_text()
+
+
+def measured_seconds(model: str, placement: str, local_batch: int, samples: int) -> float:
+    """An epoch of ``samples`` at a Pollux placement and per-GPU batch, from the measured step time."""
+    with (POLLUX / model / "placements.csv").open() as stream:
+        rows = [r for r in csv.DictReader(stream) if (r["placement"], int(r["local_bsz"])) == (placement, local_batch)]
+    (step,) = [float(r["step_time"]) for r in rows]
+    return math.ceil(samples / (local_batch * sum(int(d) for d in placement))) * step
+
+
+def test_predict_on_the_gpu_example_shows_the_measured_scaling_out_of_the_box(capsys):
+    assert cli.main(["predict", "-f", str(REPO / "examples" / "rayjob-pollux-imagenet.yaml"), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["prediction"]["profile"] == "pollux-imagenet"
+    used = document["prediction"]["features"]
+    assert (used["placement"], used["batch_held"], used["batch_size_per_worker"]) == ("spread", "per-worker", 200)
+    rows = {row["replicas"]: row for row in document["what_if"]}
+    assert sorted(rows) == list(range(1, 17))
+    for replicas, placement in ((1, "1"), (4, "1111"), (8, "2222"), (16, "4444")):  # spread over 4 nodes of 4 T4s
+        truth = measured_seconds("imagenet", placement, 200, 1_281_167)
+        assert rows[replicas]["p50"] == pytest.approx(truth, rel=0.1)
+    assert document["recommendation"]["meetsDeadline"] is True

@@ -159,7 +159,7 @@ def test_runtime_model_fits_predicts_and_states_its_assumptions(synthetic):
 
 @pytest.mark.parametrize("profile", ["shipped", "synthetic"])
 def test_runtime_model_selects_like_the_full_evaluation_for_a_tenth_of_the_fits(profile, synthetic):
-    observations = read_observations(profiles.shipped_data(None))[0] if profile == "shipped" else synthetic
+    observations = read_observations(profiles.shipped_data("digits-cnn"))[0] if profile == "shipped" else synthetic
     with counting_fits() as full:
         report = evaluation.evaluate(observations)
     with counting_fits() as cheap:

@@ -4,19 +4,33 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 
+import numpy as np
 import pytest
 
+from benchmarks import deadlines
 from rayjob_advisor import contract as ann
-from rayjob_advisor import planner
-from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor import planner, profiles
+from rayjob_advisor.features import Features, features_from_rayjob
+from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.observations import read_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 
 
+Z90 = 1.2816  # the standard normal's 0.9 quantile
+
+
+def normal_chance(median: float, margin: float, seconds: float) -> float:
+    """P(runtime <= seconds) when the runtime is normal around ``median`` with its 0.9 quantile ``margin`` above."""
+    z = (seconds / median - 1.0) / (margin / Z90)
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
 class AmdahlModel:
-    """Runtime = serial + parallel / (workers x GPUs per worker ** 0.5); the upper bound is 20 % above.
+    """Runtime = serial + parallel / (workers x GPUs per worker ** 0.5); the 0.9 upper bound is 20 % above.
 
     Its profile measured ``measured_gpus_`` GPUs per worker (by default none: a CPU profile).
     """
@@ -29,6 +43,28 @@ class AmdahlModel:
 
     def predict_upper(self, runs, confidence):
         return [1.2 * t for t in self.predict(runs)]
+
+    def probability_within(self, runs, seconds):
+        return [normal_chance(t, 0.2, s) for t, s in zip(self.predict(runs), seconds, strict=True)]
+
+
+class TableModel:
+    """Median and relative 0.9 margin per replica count, as given; chances from a normal spread of that margin."""
+
+    measured_gpus_ = (0.0,)
+
+    def __init__(self, medians: dict[int, float], margins: dict[int, float]) -> None:
+        self.medians, self.margins = medians, margins
+
+    def predict(self, runs):
+        return [self.medians[run.scale_group.replicas] for run in runs]
+
+    def predict_upper(self, runs, confidence):
+        return [self.medians[r.scale_group.replicas] * (1 + self.margins[r.scale_group.replicas]) for r in runs]
+
+    def probability_within(self, runs, seconds):
+        replicas = [run.scale_group.replicas for run in runs]
+        return [normal_chance(self.medians[r], self.margins[r], s) for r, s in zip(replicas, seconds, strict=True)]
 
 
 def job(replicas=2, low=1, high=8, resources=None, **spec):
@@ -71,12 +107,61 @@ def test_cost_weighs_gpus_and_cpus():
     assert options[2].cost == pytest.approx(4 * 10.0 * (60 + 2400) / 3600)  # GPU-hours: 4 GPUs at sqrt(4) speed
 
 
-def test_when_nothing_fits_the_fastest_is_chosen_and_the_miss_is_said():
+def test_when_nothing_fits_the_likeliest_is_chosen_and_the_miss_is_said():
+    # 8 replicas: median 1050 s, 0.9 upper 1260 s + 60 s start-up = 22 min; 19 min of runtime left: a 71% chance
     choice = recommend(job(), minutes_left=20)
     assert (choice.replicas, choice.meets_deadline) == (8, False)
-    assert choice.reason.startswith("no replica count in 1-8 meets the deadline: the fastest, 8 replicas, needs 22m")
-    assert "more than the 20m left" in choice.reason
-    assert "deadline has passed" in recommend(job(), minutes_left=-5).reason
+    assert choice.probability == pytest.approx(normal_chance(1050, 0.2, 19 * 60))
+    assert choice.reason == (
+        "no replica count in 1-8 meets the deadline at 90% confidence; the likeliest, 8 replicas, has a 71% chance "
+        "of finishing in the 20m left; at 90% confidence it needs 22m with start-up, 2m more"
+    )
+    assert json.loads(choice.annotation())["probability"] == round(choice.probability, 3)
+    late = recommend(job(), minutes_left=-5)
+    assert late.reason == "the deadline has passed; 8 replicas is the fastest" and late.probability == 0.0
+
+
+def test_the_fallback_prefers_the_best_chance_to_the_lowest_upper_bound():
+    # 4 replicas has the lowest upper bound (57.75 s) only because its spread is narrow; its median (55 s) is
+    # slower than 3 replicas' (50 s), which has a 57% chance of the 52 s left where 4 replicas has 8%.
+    model = TableModel(medians={1: 100.0, 2: 60.0, 3: 50.0, 4: 55.0}, margins={1: 0.1, 2: 0.1, 3: 0.3, 4: 0.05})
+    choice = recommend(job(high=4), minutes_left=1, startup=8.0, model=model)
+    assert (choice.replicas, choice.meets_deadline) == (3, False)
+    assert choice.probability == pytest.approx(normal_chance(50.0, 0.3, 52.0))
+    assert "the likeliest, 3 replicas, has a 57% chance" in choice.reason
+    assert "at 90% confidence it needs 1m13s with start-up, 13s more" in choice.reason
+
+
+class ChanceModel:
+    """Given medians and chances per replica count (whatever the seconds asked); an upper bound that never fits."""
+
+    measured_gpus_ = (0.0,)
+
+    def __init__(self, medians, chances) -> None:
+        self.medians, self.chances = medians, chances
+
+    def predict(self, runs):
+        return [self.medians[run.scale_group.replicas] for run in runs]
+
+    def predict_upper(self, runs, confidence):
+        return [1e6 for _ in runs]
+
+    def probability_within(self, runs, seconds):
+        return [self.chances[run.scale_group.replicas] for run in runs]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_fallback_never_prefers_a_slower_median_with_no_better_chance(seed):
+    rng = np.random.default_rng(seed)
+    medians = {r: float(rng.choice([100.0, 200.0, 300.0])) for r in range(1, 9)}
+    chances = {r: float(rng.choice([0.0, 0.2, 0.5])) for r in range(1, 9)}  # many ties, on purpose
+    choice = recommend(job(high=8), minutes_left=10, model=ChanceModel(medians, chances))
+    best = max(chances.values())
+    assert choice.probability == best
+    fastest_of_best = min(medians[r] for r in chances if chances[r] == best)
+    assert medians[choice.replicas] == fastest_of_best
+    assert choice.replicas == min(r for r in chances if chances[r] == best and medians[r] == fastest_of_best)
+    assert not any(chances[r] >= best and medians[r] < medians[choice.replicas] for r in medians)
 
 
 def test_a_group_that_cannot_be_resized_keeps_its_size():
@@ -85,7 +170,10 @@ def test_a_group_that_cannot_be_resized_keeps_its_size():
     assert planner.replica_counts(autoscaled) == [2]
     choice = recommend(autoscaled, minutes_left=10)
     assert (choice.replicas, choice.meets_deadline) == (2, False)
-    assert choice.reason.startswith("the deadline cannot be met at the job's only size, 2 replicas: it needs 49m")
+    assert choice.reason.startswith(
+        "the deadline cannot be met at 90% confidence at the job's only size, 2 replicas: a 0% chance of finishing "
+        "in the 10m left; at 90% confidence it needs 49m with start-up, 39m more"
+    )
 
 
 def test_replica_counts_cover_small_ranges_and_sample_large_ones():
@@ -153,7 +241,8 @@ def test_when_no_size_fits_the_reason_names_the_gpu_range():
     choice = recommend(gpu_job("1", high=2), minutes_left=20, model=AmdahlModel(measured_gpus=VARIED))
     assert (choice.replicas, choice.gpus_per_worker, choice.meets_deadline) == (2, 4.0, False)
     assert choice.reason.startswith(
-        "no replica count in 1-2 with 1-4 GPUs per worker meets the deadline: the fastest, 2 replicas x 4 GPUs, needs"
+        "no replica count in 1-2 with 1-4 GPUs per worker meets the deadline at 90% confidence; the likeliest, "
+        "2 replicas x 4 GPUs, has a "
     )
 
 
@@ -162,3 +251,68 @@ def test_a_profile_that_fixed_gpus_never_changes_them():
         for minutes_left in (20, 40, 600):
             choice = recommend(gpu_job("2"), minutes_left=minutes_left, model=AmdahlModel(measured_gpus=measured))
             assert choice.gpus_per_worker == choice.current_gpus_per_worker == 2.0
+
+
+# The planner on a real fitted model: the shipped Pollux ResNet-50 profile (T4, 1-16 GPUs over 1-4 nodes).
+@pytest.fixture(scope="module")
+def imagenet() -> RuntimeModel:
+    return RuntimeModel().fit(read_observations(profiles.shipped_data("pollux-imagenet"))[0])
+
+
+def imagenet_job() -> Features:
+    notes = {ann.WORKLOAD: "pollux-imagenet", ann.DATASET_SIZE: "1281167", ann.BATCH_SIZE_PER_WORKER: "200"}
+    group = worker_group(replicas=4, maxReplicas=16, resources={"limits": {"cpu": "8", "nvidia.com/gpu": "1"}})
+    rayjob = make_rayjob(annotations=notes, groups=[group])
+    return features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+
+
+@pytest.mark.parametrize("fraction", [0.5, 0.95, 1.05])
+def test_on_a_real_model_a_missed_deadline_gets_the_likeliest_size_never_a_slower_median(imagenet, fraction):
+    job = imagenet_job()
+    rows = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, 0.0, planner.Prices())
+    left = min(fraction * min(row.p50 for row in rows), 0.99 * min(row.upper for row in rows))  # none certified
+    choice = recommend(job, minutes_left=left / 60, startup=0.0, model=imagenet)
+    assert not choice.meets_deadline and choice.changes
+    chances = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, 0.0, planner.Prices(), within=left)
+    chosen = next(row for row in chances if row.replicas == choice.replicas)
+    assert choice.probability == chosen.probability == max(row.probability for row in chances)
+    assert choice.probability == pytest.approx(
+        imagenet.probability_within([job.with_replicas(choice.replicas)], [left])[0]
+    )
+    assert not any(row.probability >= chosen.probability and row.p50 < chosen.p50 for row in chances)
+    assert f"has a {choice.probability:.0%} chance of finishing in the" in choice.reason
+
+
+def test_on_a_real_model_a_certified_size_meets_the_deadline_at_the_jobs_confidence(imagenet):
+    choice = recommend(imagenet_job(), minutes_left=40, startup=0.0, model=imagenet)
+    assert choice.meets_deadline and choice.probability >= 0.9
+
+
+# The GPU replay of benchmarks/deadlines.py: its placements, ground truth and held-out runs.
+@pytest.mark.parametrize(
+    ("policy", "gpus", "expected"),
+    [
+        ("packed", 3, "3"), ("packed", 6, "24"), ("packed", 13, "1444"), ("packed", 16, "4444"),
+        ("spread", 3, "111"), ("spread", 6, "1122"), ("spread", 13, "3334"), ("spread", 16, "4444"),
+    ],
+)  # fmt: skip
+def test_the_gpu_replay_lays_gpus_as_its_policies_say(policy, gpus, expected):
+    assert deadlines.placement(policy, gpus) == expected
+
+
+def test_the_gpu_replay_judges_only_configurations_its_model_never_saw():
+    profile = deadlines.PolluxProfile.shipped("imagenet")
+    training = profile.training_runs("spread", 200)
+    judged = {deadlines.placement("spread", gpus) for gpus in profile.candidates("spread", 200)}
+    assert len(judged) == 16 and not any(deadlines.configuration(run) in {(p, 200) for p in judged} for run in training)
+    assert len(training) == len(profile.runs) - 16
+    assert {deadlines.configuration(run) for run in training} >= {("4", 200), ("1444", 200), ("1111", 163)}
+    # ground truth: the measured step time of 1111 at 200 (0.98437 s) for ceil(1281167 / 800) steps
+    assert profile.truth("spread", 200, 4, 1_281_167) == pytest.approx(1602 * 0.9843716382980346)
+
+
+def test_the_strict_gpu_replay_holds_out_every_run_at_the_jobs_batch():
+    profile = deadlines.PolluxProfile.shipped("imagenet")
+    training = profile.training_runs("packed", 200, strict=True)
+    assert all(deadlines.configuration(run)[1] != 200 for run in training)
+    assert len(training) == len(profile.runs) - 108  # every placement of 1-16 GPUs over 1-4 nodes was run at 200

@@ -31,7 +31,17 @@ def test_predict_on_the_example_needs_no_other_input(capsys):
 
 def test_unknown_workloads_have_no_shipped_profile(capsys):
     assert main(["fit", "--workload", "resnet"]) == 2
+    shipped = "digits-cnn, pollux-bert, pollux-cifar10, pollux-deepspeech2, pollux-imagenet, pollux-ncf, pollux-yolov3"
     assert (
-        "no shipped profile for workload 'resnet' (shipped: digits-cnn); give --data FILE.csv"
+        f"no shipped profile for workload 'resnet' (shipped: {shipped}); give --data FILE.csv"
         in capsys.readouterr().err
     )
+
+
+def test_shipped_profiles_are_fitted_once_a_job_asks_for_one():
+    store = profiles.ProfileStore()
+    assert store.stale() == []  # seven profiles, no fit at start-up
+    profile = store.find("team-a", "pollux-imagenet")
+    assert store.stale() == [profile] and profile.label == "shipped/pollux-imagenet"
+    profile.fit()
+    assert store.stale() == [] and profile.model is not None

@@ -5,8 +5,16 @@ of GPUs per worker. It fits when the expected start-up plus the runtime's
 upper bound (at the job's confidence) ends before the deadline. Among those
 that fit, the cheapest wins — worker-seconds of expected runtime, weighted
 by CPU and GPU prices — and among equally cheap ones the fewest replicas,
-then GPUs. When none fits, the fastest is chosen and the recommendation
-says by how much it misses.
+then GPUs.
+
+When none fits, the size with the best chance of finishing in time wins:
+the model's estimated probability that the runtime stays within the time
+left after start-up, from the same residuals as the upper bound. A
+size with a slower median never wins over one with at least the same
+chance (ties go to the faster median, then the cheaper size), so a size
+that only looks safe because its bound is narrow is not preferred to a
+faster one. The reason says the chance and by how much the chosen size
+misses at the job's confidence.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ class RuntimePredictor(Protocol):
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> Iterable[float]: ...
 
+    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> Iterable[float]: ...
+
 
 def describe_size(replicas: int, gpus_per_worker: float) -> str:
     """How reasons name a size: ``3 replicas``, or ``3 replicas x 2 GPUs`` for a GPU group."""
@@ -57,7 +67,10 @@ def describe_size(replicas: int, gpus_per_worker: float) -> str:
 
 
 class Option(pydantic.BaseModel):
-    """One size: its Ray Train workers, predicted runtimes (seconds, start-up excluded), cost of its pods."""
+    """One size: its Ray Train workers, predicted runtimes (seconds, start-up excluded), cost of its pods.
+
+    ``probability``: the estimated chance that it runs within the seconds asked of ``options``, if any.
+    """
 
     model_config = pydantic.ConfigDict(frozen=True)
 
@@ -67,6 +80,7 @@ class Option(pydantic.BaseModel):
     p50: float
     upper: float
     cost: float
+    probability: float | None = None
 
 
 class Recommendation(pydantic.BaseModel):
@@ -84,6 +98,7 @@ class Recommendation(pydantic.BaseModel):
     upper_seconds: float
     startup_seconds: float
     reason: str
+    probability: float  # the estimated chance that the chosen size finishes before the deadline
 
     def annotation(self) -> str:
         return contract.compact_json(
@@ -97,6 +112,7 @@ class Recommendation(pydantic.BaseModel):
                 "deadline": self.deadline.isoformat().replace("+00:00", "Z"),
                 "upperSeconds": round(self.upper_seconds, 1),
                 "startupSeconds": round(self.startup_seconds, 1),
+                "probability": round(self.probability, 3),
                 "reason": self.reason,
             }
         )
@@ -157,11 +173,18 @@ def options(
     confidence: float,
     startup: float,
     prices: Prices,
+    within: float | None = None,
 ) -> list[Option]:
-    """Every candidate (replicas, GPUs per worker), predicted in one batch; a GPU-hour costs as a worker's GPUs."""
+    """Every candidate (replicas, GPUs per worker), predicted in one batch; a GPU-hour costs as a worker's GPUs.
+
+    ``within``: seconds of runtime (start-up excluded) whose chance each option is given.
+    """
     variants = [job.with_replicas(r).with_gpus(g) for r, g in candidates] if job.scale_group else [job]
     p50 = model.predict(variants)
     upper = model.predict_upper(variants, confidence)
+    chances: Iterable[float | None] = (
+        [None] * len(variants) if within is None else model.probability_within(variants, [within] * len(variants))
+    )
     return [
         Option(
             replicas=v.scale_group.replicas if v.scale_group else 1,
@@ -170,9 +193,18 @@ def options(
             p50=float(p),
             upper=float(u),
             cost=v.pods * prices.worker_hour(v) * (startup + float(p)) / 3600.0,
+            probability=None if c is None else float(c),
         )
-        for v, p, u in zip(variants, p50, upper, strict=True)
+        for v, p, u, c in zip(variants, p50, upper, chances, strict=True)
     ]
+
+
+def best_chance(candidates: Sequence[Option]) -> Option:
+    """The option most likely to finish in time; ties: the faster median, then the cheaper (module docstring)."""
+    return min(
+        candidates,
+        key=lambda o: (-round(o.probability or 0.0, 9), o.p50, round(o.cost, 9), o.replicas, o.gpus_per_worker),
+    )
 
 
 def recommend(
@@ -184,45 +216,25 @@ def recommend(
     startup: float,
     prices: Prices,
 ) -> Recommendation:
-    """The cheapest size that meets ``deadline``, else the fastest (see module docstring)."""
+    """The cheapest size that meets ``deadline``, else the likeliest to (see module docstring)."""
     considered = sizes(job, model)
     left = (deadline - now).total_seconds()
-    candidates = options(job, model, considered, confidence, startup, prices)
+    candidates = options(job, model, considered, confidence, startup, prices, within=left - startup)
     fitting = [o for o in candidates if startup + o.upper <= left]
-    current = job.scale_group.replicas if job.scale_group else 1
     if fitting:
         choice = min(fitting, key=lambda o: (round(o.cost, 9), o.replicas, o.gpus_per_worker))
-        chosen = describe_size(choice.replicas, choice.gpus_per_worker)
-        spare = left - startup - choice.upper
         reason = (
-            f"{chosen} is the cheapest that finishes in time: "
+            f"{describe_size(choice.replicas, choice.gpus_per_worker)} is the cheapest that finishes in time: "
             f"{contract.format_duration(startup + choice.upper)} with start-up at {confidence:.0%} confidence, "
-            f"{contract.format_duration(spare)} before the deadline"
+            f"{contract.format_duration(left - startup - choice.upper)} before the deadline"
         )
     else:
-        choice = min(candidates, key=lambda o: (o.upper, o.replicas, o.gpus_per_worker))
-        chosen = describe_size(choice.replicas, choice.gpus_per_worker)
-        needed = startup + choice.upper
-        if left <= 0:
-            reason = f"the deadline has passed; {chosen} is the fastest"
-        else:
-            shortfall = (
-                f"needs {contract.format_duration(needed)} at {confidence:.0%} confidence, "
-                f"{contract.format_duration(needed - left)} more than the {contract.format_duration(left)} left"
-            )
-            if len(considered) > 1:
-                replicas = sorted({r for r, _ in considered})
-                gpus = sorted({g for _, g in considered})
-                within = f"no replica count in {replicas[0]}-{replicas[-1]}"
-                if len(gpus) > 1:
-                    within += f" with {gpus[0]:g}-{gpus[-1]:g} GPUs per worker"
-                reason = f"{within} meets the deadline: the fastest, {chosen}, {shortfall}"
-            else:
-                reason = f"the deadline cannot be met at the job's only size, {chosen}: it {shortfall}"
+        choice = best_chance(candidates)
+        reason = _miss(choice, considered, left, confidence, startup)
     return Recommendation(
         group=job.scale_group.name if job.scale_group else None,
         replicas=choice.replicas,
-        current_replicas=current,
+        current_replicas=job.scale_group.replicas if job.scale_group else 1,
         gpus_per_worker=choice.gpus_per_worker,
         current_gpus_per_worker=job.gpus_per_worker,
         meets_deadline=bool(fitting),
@@ -230,4 +242,28 @@ def recommend(
         upper_seconds=choice.upper,
         startup_seconds=startup,
         reason=reason,
+        probability=choice.probability or 0.0,
     )
+
+
+def _miss(
+    choice: Option, considered: Sequence[tuple[int, float]], left: float, confidence: float, startup: float
+) -> str:
+    """Why no size is certified: the chosen one's chance, and how far off the deadline it is at ``confidence``."""
+    chosen = describe_size(choice.replicas, choice.gpus_per_worker)
+    if left <= 0:
+        return f"the deadline has passed; {chosen} is the fastest"
+    needed = startup + choice.upper
+    chance = (
+        f"a {choice.probability or 0.0:.0%} chance of finishing in the {contract.format_duration(left)} left; "
+        f"at {confidence:.0%} confidence it needs {contract.format_duration(needed)} with start-up, "
+        f"{contract.format_duration(needed - left)} more"
+    )
+    if len(considered) == 1:
+        return f"the deadline cannot be met at {confidence:.0%} confidence at the job's only size, {chosen}: {chance}"
+    replicas = sorted({r for r, _ in considered})
+    gpus = sorted({g for _, g in considered})
+    within = f"no replica count in {replicas[0]}-{replicas[-1]}"
+    if len(gpus) > 1:
+        within += f" with {gpus[0]:g}-{gpus[-1]:g} GPUs per worker"
+    return f"{within} meets the deadline at {confidence:.0%} confidence; the likeliest, {chosen}, has {chance}"

@@ -145,6 +145,7 @@ class Profile:
     transitioned_at: dt.datetime | None = None  # when ``fitted_ok`` last changed
     fit_began: float | None = None  # time.monotonic() when the last fit began: refits are debounced on it
     fit_seconds: float | None = None  # how long the last fit took
+    wanted: bool = True  # fitted when stale; a shipped profile only once a job asked for it (``ProfileStore.find``)
 
     @property
     def label(self) -> str:
@@ -259,7 +260,8 @@ class ProfileStore:
         self.shared_namespaces = tuple(dict.fromkeys(shared_namespaces))
         if shipped:
             for path in sorted(SHIPPED_DATA.glob("*.csv")):
-                self._profiles[(None, path.stem)] = Profile(None, None, path.stem, read_observations(path)[0])
+                seed = read_observations(path)[0]
+                self._profiles[(None, path.stem)] = Profile(None, None, path.stem, seed, wanted=False)
 
     def put(
         self, namespace: str, name: str, workload: str, seed: list[Observation], learned: list[Observation]
@@ -289,12 +291,14 @@ class ProfileStore:
         fit state: an own-namespace profile still being fitted is the job's
         profile (the caller waits for its fit), it never falls back on a
         shared or shipped one meanwhile. Profiles in other namespaces are
-        never used.
+        never used. A shipped profile found here is due for its first fit:
+        fitting all of them at start-up would hold the CPU for seconds.
         """
         with self._lock:
             for place in self.visible_from(namespace):
                 profile = self._profiles.get((place, workload))
                 if profile is not None:
+                    profile.wanted = True
                     return profile
             visible = set(self.visible_from(namespace))
             known = ", ".join(sorted({w for ns, w in self._profiles if ns in visible})) or "none"
@@ -306,9 +310,9 @@ class ProfileStore:
         )
 
     def stale(self) -> list[Profile]:
-        """Profiles whose runs changed since their last fit."""
+        """Profiles whose runs changed since their last fit (shipped ones once a job asked for them)."""
         with self._lock:
-            return [p for p in self._profiles.values() if p.fitted_version != p.version]
+            return [p for p in self._profiles.values() if p.wanted and p.fitted_version != p.version]
 
 
 STUCK_INTERVALS = 30
