@@ -9,6 +9,7 @@ SHARED = REPO.parent / "shared"
 KUBERAY_CRDS = SHARED / "kuberay" / "crds"
 SAMPLES = SHARED / "kuberay" / "samples"
 POLLUX = SHARED / "datasets" / "pollux"
+SIA = SHARED / "datasets" / "sia"
 CRDS = REPO / "crds"
 
 if not CRDS.is_dir():
