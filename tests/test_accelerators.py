@@ -335,6 +335,18 @@ def test_predict_shows_the_assumed_accelerator_and_warns(capsys, tmp_path, two_a
     assert "warning: profile synthetic has no runs on l4 (measured on a100, v100)" in captured.err
 
 
+def test_fit_and_evaluate_use_one_accelerators_runs(capsys, two_accelerator_csv):
+    assert main(["fit", "--data", str(two_accelerator_csv), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert (document["accelerator"], document["n_samples"]) == ("a100", 32)  # the most measured (a tie: by name)
+    assert "runs of a100, v100: using those on a100 (--accelerator)" in captured.err
+    assert main(["fit", "--data", str(two_accelerator_csv), "--accelerator", "Tesla-V100-PCIE-32GB"]) == 0
+    assert "accelerator: v100" in capsys.readouterr().out
+    assert main(["evaluate", "--data", str(two_accelerator_csv), "--accelerator", "l4"]) == 2
+    assert "--accelerator l4: the data has no runs on it (measured on a100, v100)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("value", ["", " , "])
 def test_predict_rejects_an_empty_accelerator_list(capsys, tmp_path, value):
     with pytest.raises(SystemExit):

@@ -77,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     fit = commands.add_parser("fit", help="select and fit the model of a profile")
     data_options(fit)
     fit.set_defaults(handler=_fit)
+    for command in (evaluate, fit):
+        command.add_argument(
+            "--accelerator",
+            type=_accelerator,
+            help="use this accelerator's runs when the data has several (default: the most measured)",
+        )
 
     predict = commands.add_parser("predict", help="predict a RayJob's runtime, with a what-if table")
     predict.add_argument("-f", "--filename", required=True, type=pathlib.Path, help="RayJob manifest (YAML)")
@@ -210,9 +216,23 @@ def _emit(args: argparse.Namespace, document: dict[str, Any], table: str) -> Non
     print(json.dumps(document, indent=2) if args.format == "json" else table)
 
 
+def _on_accelerator(args: argparse.Namespace, observations: list[Observation]) -> tuple[str | None, list[Observation]]:
+    """The runs of one accelerator (``--accelerator``, else the most measured): a model never mixes accelerators."""
+    choice = choose_accelerator(measured_accelerators(observations), args.accelerator)
+    measured = ", ".join(choice.measured)
+    if choice.job is not None and choice.assumed is not None:
+        raise CliError(f"--accelerator {choice.job}: the data has no runs on it (measured on {measured})")
+    if choice.job is None and len(choice.measured) > 1:
+        print(
+            f"rayjob-advisor: note: runs of {measured}: using those on {choice.used} (--accelerator)", file=sys.stderr
+        )
+    return choice.used, runs_on(observations, choice.used)
+
+
 def _evaluate(args: argparse.Namespace) -> None:
-    observations = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
-    test = _load(args, args.test, args.workload) if args.test else None
+    data = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
+    accelerator, observations = _on_accelerator(args, data)
+    test = runs_on(_load(args, args.test, args.workload), accelerator) if args.test else None
     result = evaluation.evaluate(observations, test=test)
     _emit(args, result.to_json(), evaluation_table(result))
 
@@ -238,7 +258,8 @@ def evaluation_table(result: evaluation.Evaluation) -> str:
 
 
 def _fit(args: argparse.Namespace) -> None:
-    observations = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
+    data = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
+    accelerator, observations = _on_accelerator(args, data)
     started = time.perf_counter()
     model = RuntimeModel().fit(observations)
     seconds = time.perf_counter() - started
@@ -249,11 +270,13 @@ def _fit(args: argparse.Namespace) -> None:
         "split_mape": per_split,
         "n_samples": model.n_samples_,
         "fit_seconds": round(seconds, 3),
+        "accelerator": accelerator,
     }
     table = "\n".join(
         [f"selected model: {model.selected_}", f"cross-validated MAPE: {_percent(model.cv_mape_)} (mean over splits)"]
         + [f"  {split:<20} {_percent(mape)}" for split, mape in per_split.items()]
         + [f"samples: {model.n_samples_}", f"fitted in {seconds:.1f}s"]
+        + ([f"accelerator: {accelerator}"] if accelerator else [])
     )
     _emit(args, document, table)
 
