@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import time
 
 import numpy as np
 import pytest
@@ -247,6 +248,26 @@ def test_another_accelerator_is_fitted_once_a_job_asks_and_refitted_only_when_it
     profile = store.put("default", "p", "synthetic", profile.seed, learned)  # a run on a100 only
     profile.fit()
     assert profile.model_for("t4")[0] is t4_model  # t4's runs did not change: no refit
+
+
+def test_the_refitter_fits_an_accelerator_a_job_waits_for_without_refitting_the_profile():
+    store = profiles.ProfileStore(shipped=False)
+    runs = [*on(small_profile_runs(), "t4"), *on(small_profile_runs()[::2], "a100", 0.3)]
+    profile = store.put("default", "p", "synthetic", runs, [])
+    profile.fit()
+    assert profile.model_for("a100") == (None, None)  # asked for: due
+    published: list[profiles.Profile] = []
+    refitter = profiles.Refitter(store, published.append, interval=0.05)
+    refitter.start()
+    try:
+        deadline = time.monotonic() + 60
+        while profile.model_for("a100")[0] is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        refitter.stop()
+    model = profile.model_for("a100")[0]
+    assert model is not None and model.n_samples_ == 16
+    assert (refitter.fits, published, store.stale()) == (0, [], [])  # the profile's own fit was not redone
 
 
 @pytest.fixture(scope="module")

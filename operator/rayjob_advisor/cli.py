@@ -446,7 +446,7 @@ def _predict(args: argparse.Namespace) -> None:
     table = _prediction_table(job, model, result, rows, recommendation, notes)
     if args.accelerators:
         compared, missing = prediction.compare_accelerators(
-            rayjob, inputs, job, observations, args.accelerators, prices, now
+            rayjob, inputs, job, observations, args.accelerators, prices, now, {choice.used: model}
         )
         document["accelerators"] = {"what_if": [row.model_dump() for row in compared], "missing": missing}
         table += "\n\n" + _accelerator_table(compared, missing, measured_accelerators(observations))

@@ -141,17 +141,19 @@ def compare_accelerators(
     accelerators: Sequence[str],
     prices: planner.Prices,
     now: dt.datetime,
+    fitted: Mapping[str | None, RuntimeModel] | None = None,
 ) -> tuple[list[AcceleratorOption], dict[str, str]]:
     """The job's what-if table on each of ``accelerators``, each from its own runs; why some have no rows.
 
     Only the accelerator's own runs (and those naming none) predict it: the
     profile's other accelerators are never stood in for it here. Models are
-    fitted once per set of runs, so runs that name no accelerator fit once.
+    fitted once per set of runs, so runs that name no accelerator fit once;
+    ``fitted``: models at hand, by the accelerator of their runs (``runs_on``).
     """
     require_predictable(job)
     measured = measured_accelerators(observations)
     deadline = inputs.deadline.resolve(RayJob(rayjob).created(now)) if inputs.deadline else None
-    models: dict[str | None, RuntimeModel] = {}
+    models = dict(fitted or {})
     rows: list[AcceleratorOption] = []
     missing: dict[str, str] = {}
     for name in dict.fromkeys(contract.canonical_accelerator(a) for a in accelerators):
