@@ -52,6 +52,7 @@ VALID = {
     ann.WORKERS_ENV: st.just("NUM_WORKERS"),
     ann.WORKERS_ARG: st.just("--num-workers"),
     ann.WORKERS_FROM: st.just("cluster"),
+    ann.ACCELERATOR: st.sampled_from(["a100", "NVIDIA-A100-SXM4-80GB", "nvidia-tesla-t4"]),
 }
 
 

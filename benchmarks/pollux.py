@@ -5,7 +5,8 @@ placement of 1-16 GPUs over 1-4 nodes (``placements.csv``) and several
 per-GPU batch sizes, on T4 GPUs (4 per node). A run of our schema is one
 epoch over a dataset:
 
-- ``workers`` = GPUs (one data-parallel replica per GPU, ``gpus_per_worker`` 1);
+- ``workers`` = GPUs (one data-parallel replica per GPU, ``gpus_per_worker`` 1,
+  ``accelerator`` t4: Pollux measured on NVIDIA T4s);
   ``nodes`` = digits of the placement string;
 - ``batch_size`` = per-GPU batch x workers (global);
 - ``dataset_size``: each configuration is given one of four sizes, 1/8, 1/4,
@@ -81,6 +82,7 @@ def pollux_observations(pollux_dir: pathlib.Path, model: str) -> list[Observatio
                     workers=workers,
                     gpus_per_worker=1,
                     nodes=len(placement),
+                    accelerator="t4",
                     execution_seconds=math.ceil(size / batch) * float(row["step_time"]),
                     source=f"pollux:{model}:{key}",
                 )

@@ -311,6 +311,17 @@ def test_invalid_values_are_rejected_by_the_schema(values, message):
         render(values)
 
 
+def test_a_gpu_hour_may_be_priced_per_accelerator():
+    prices = {"prices": {"acceleratorGpuHour": {"a100": 3.7, "t4": 0.35}}}
+    for role in ("controller", "webhook"):
+        env = env_of(render(prices), f"advisor-rayjob-advisor-{role}")
+        assert env["RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES"] == "a100=3.7,t4=0.35"
+    assert "RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES" not in env_of(render({}), "advisor-rayjob-advisor-controller")
+    for bad, where in (({"A100": 3.7}, "A100"), ({"a100": -1}, "/prices/acceleratorGpuHour/a100")):
+        with pytest.raises(helm.HelmValuesError, match=where):
+            render({"prices": {"acceleratorGpuHour": bad}})
+
+
 def test_the_crd_is_a_valid_structural_crd():
     crd = yaml.safe_load((CHART / "crds" / "rayjob-advisor.io_runtimeprofiles.yaml").read_text())
     kubernetes_validate.validate(crd, KUBERNETES, strict=True)

@@ -24,7 +24,7 @@ import pydantic
 from rayjob_advisor import completions, contract, planner, prediction, profiles
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
-from rayjob_advisor.observations import Observation
+from rayjob_advisor.observations import AcceleratorChoice, Observation
 from rayjob_advisor.rayjob import MergePatch, RayJob, merge
 
 
@@ -99,27 +99,36 @@ def advise(
     try:
         job = features_from_rayjob(body, inputs)
         prediction.require_predictable(job)
-        profile, model = _fitted_profile(store, rayjob.namespace, inputs.workload)
+        profile, model, choice = _fitted_profile(store, rayjob.namespace, inputs.workload, job.accelerator)
     except (UnpredictableJob, contract.AnnotationError, profiles.UnknownWorkload) as exc:
         return _bad_input(rayjob, str(exc), release, workload=inputs.workload)
-    result, plan = prediction.forecast(body, inputs, job, model, profile.label, policy.prices, now)
+    result, plan = prediction.forecast(
+        body, inputs, job, model, profile.label, policy.prices, now, assumed_accelerator=choice.assumed
+    )
+    other = choice.warning(profile.label)
+    heads_up = (Message(reason="OtherAccelerator", text=other, warning=True),) if other else ()
     notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
     known = {"workload": inputs.workload, "p50": result.p50}
     if plan is None:
-        return Advice(patch=merge(_annotations(notes), release), **known)
+        return Advice(patch=merge(_annotations(notes), release), messages=heads_up, **known)
     enforce = may_resize and inputs.mode == "enforce" and plan.changes
     blocker = job.enforce_blocker if enforce else None
     if blocker:
         plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()
     if enforce and not blocker:
-        return _resized(rayjob, job, plan, notes, release, known)
+        return _told(_resized(rayjob, job, plan, notes, release, known), *heads_up)
     text = f"recommends {plan.size}: {plan.reason}"
     if blocker:
         message = Message(reason="NotResized", text=text, warning=True)
     else:
         message = Message(reason="Recommended", text=text, event=False)
-    return Advice(patch=merge(_annotations(notes), release), messages=(message,), **known)
+    return Advice(patch=merge(_annotations(notes), release), messages=(*heads_up, message), **known)
+
+
+def _told(advice: Advice, *first: Message) -> Advice:
+    """``advice`` with ``first`` told before its own messages."""
+    return advice.model_copy(update={"messages": (*first, *advice.messages)})
 
 
 def _resized(
@@ -171,19 +180,24 @@ def _bad_input(rayjob: RayJob, message: str, release: MergePatch, workload: str 
 
 
 def _fitted_profile(
-    store: profiles.ProfileStore, namespace: str, workload: str | None
-) -> tuple[profiles.Profile, RuntimeModel]:
-    """The job's profile and its model; a failed fit is the user's problem to see, a running one is not."""
+    store: profiles.ProfileStore, namespace: str, workload: str | None, accelerator: str | None
+) -> tuple[profiles.Profile, RuntimeModel, AcceleratorChoice]:
+    """The job's profile and the model of its accelerator's runs (or the stand-in's, ``choice``); a failed fit is
+    the user's problem to see, a running one (or one of an accelerator no job asked for before) is not."""
     if workload is None:
         raise profiles.UnknownWorkload(
             f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
         )
     profile = store.find(namespace, workload)
-    if profile.model is None:
-        if profile.fit_error:
-            raise profiles.UnknownWorkload(f"profile {profile.label}: {profile.fit_error}")
-        raise ProfileNotReady(f"profile {profile.label} is being fitted")
-    return profile, profile.model
+    choice = profile.choose(accelerator)
+    model, error = profile.model_for(choice.used)
+    if model is None:
+        if error:
+            raise profiles.UnknownWorkload(f"profile {profile.label}: {error}")
+        raise ProfileNotReady(
+            f"profile {profile.label} is being fitted" + (f" on {choice.used}" if choice.used else "")
+        )
+    return profile, model, choice
 
 
 class Lesson(pydantic.BaseModel):

@@ -17,10 +17,17 @@ import pydantic
 import yaml
 
 from rayjob_advisor import contract, features, planner, prediction, profiles
-from rayjob_advisor.config import OperatorConfig, load_config
+from rayjob_advisor.config import OperatorConfig, load_config, load_prices
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.runtime import RuntimeModel
-from rayjob_advisor.observations import Observation, ObservationsError, read_observations
+from rayjob_advisor.observations import (
+    Observation,
+    ObservationsError,
+    choose_accelerator,
+    measured_accelerators,
+    read_observations,
+    runs_on,
+)
 
 
 class CliError(Exception):
@@ -70,11 +77,23 @@ def _parser() -> argparse.ArgumentParser:
     fit = commands.add_parser("fit", help="select and fit the model of a profile")
     data_options(fit)
     fit.set_defaults(handler=_fit)
+    for command in (evaluate, fit):
+        command.add_argument(
+            "--accelerator",
+            type=_accelerator,
+            help="use this accelerator's runs when the data has several (default: the most measured)",
+        )
 
     predict = commands.add_parser("predict", help="predict a RayJob's runtime, with a what-if table")
     predict.add_argument("-f", "--filename", required=True, type=pathlib.Path, help="RayJob manifest (YAML)")
     data_options(predict)
     predict.add_argument("--confidence", type=float, help="upper-bound confidence (default: the RayJob's, else 0.9)")
+    predict.add_argument(
+        "--accelerators",
+        type=_accelerators,
+        help="also what if the job ran on each of these accelerators, e.g. a100,h100: one row per accelerator and "
+        "size, from that accelerator's runs, priced per accelerator (RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES)",
+    )
     predict.set_defaults(handler=_predict)
 
     profile = commands.add_parser(
@@ -94,6 +113,11 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--batch-size", type=_integers, help="global batch sizes, e.g. 64,256")
     profile.add_argument("--cpus-per-worker", type=_numbers, default=[1.0], help="CPUs per worker (default 1)")
     profile.add_argument("--gpus-per-worker", type=_gpus, default=0.0, help="GPUs per worker (default 0)")
+    profile.add_argument(
+        "--accelerator",
+        type=_accelerator,
+        help="the GPU model the runs are measured on, recorded with them (e.g. a100)",
+    )
     profile.add_argument("--repeats", type=_count, default=3, help="runs per configuration (default 3)")
     profile.add_argument("--address", help="an existing Ray cluster (default: start Ray here)")
     profile.add_argument("--storage-path", help="Ray Train storage (default: a temporary folder)")
@@ -151,6 +175,22 @@ def _count(text: str) -> int:
     return value
 
 
+def _accelerator(text: str) -> str:
+    """An accelerator name, canonical (``A100`` and ``nvidia-tesla-a100`` are ``a100``)."""
+    name = contract.canonical_accelerator(text)
+    if not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an accelerator name, e.g. a100")
+    return name
+
+
+def _accelerators(text: str) -> list[str]:
+    """Accelerator names separated by commas, canonical, each once, in the order given."""
+    names = [_accelerator(part) for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected accelerator names separated by commas, e.g. a100,h100")
+    return list(dict.fromkeys(names))
+
+
 def _gpus(text: str) -> float:
     """GPUs per worker: finite and not negative (Ray would wait forever for a negative amount)."""
     value = float(text)
@@ -176,9 +216,23 @@ def _emit(args: argparse.Namespace, document: dict[str, Any], table: str) -> Non
     print(json.dumps(document, indent=2) if args.format == "json" else table)
 
 
+def _on_accelerator(args: argparse.Namespace, observations: list[Observation]) -> tuple[str | None, list[Observation]]:
+    """The runs of one accelerator (``--accelerator``, else the most measured): a model never mixes accelerators."""
+    choice = choose_accelerator(measured_accelerators(observations), args.accelerator)
+    measured = ", ".join(choice.measured)
+    if choice.job is not None and choice.assumed is not None:
+        raise CliError(f"--accelerator {choice.job}: the data has no runs on it (measured on {measured})")
+    if choice.job is None and len(choice.measured) > 1:
+        print(
+            f"rayjob-advisor: note: runs of {measured}: using those on {choice.used} (--accelerator)", file=sys.stderr
+        )
+    return choice.used, runs_on(observations, choice.used)
+
+
 def _evaluate(args: argparse.Namespace) -> None:
-    observations = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
-    test = _load(args, args.test, args.workload) if args.test else None
+    data = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
+    accelerator, observations = _on_accelerator(args, data)
+    test = runs_on(_load(args, args.test, args.workload), accelerator) if args.test else None
     result = evaluation.evaluate(observations, test=test)
     _emit(args, result.to_json(), evaluation_table(result))
 
@@ -213,7 +267,8 @@ def evaluation_table(result: evaluation.Evaluation) -> str:
 
 
 def _fit(args: argparse.Namespace) -> None:
-    observations = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
+    data = _load(args, args.data or profiles.shipped_data(args.workload), args.workload)
+    accelerator, observations = _on_accelerator(args, data)
     started = time.perf_counter()
     model = RuntimeModel().fit(observations)
     seconds = time.perf_counter() - started
@@ -224,11 +279,13 @@ def _fit(args: argparse.Namespace) -> None:
         "split_mape": per_split,
         "n_samples": model.n_samples_,
         "fit_seconds": round(seconds, 3),
+        "accelerator": accelerator,
     }
     table = "\n".join(
         [f"selected model: {model.selected_}", f"cross-validated MAPE: {_percent(model.cv_mape_)} (mean over splits)"]
         + [f"  {split:<20} {_percent(mape)}" for split, mape in per_split.items()]
         + [f"samples: {model.n_samples_}", f"fitted in {seconds:.1f}s"]
+        + ([f"accelerator: {accelerator}"] if accelerator else [])
     )
     _emit(args, document, table)
 
@@ -259,7 +316,7 @@ def _profile(args: argparse.Namespace) -> None:
         raise CliError(str(exc)) from None
     specs = harness.grid(
         args.workload, args.workers, args.dataset_sizes, args.epochs, args.batch_size,
-        args.cpus_per_worker, args.gpus_per_worker, args.repeats,
+        args.cpus_per_worker, args.gpus_per_worker, args.repeats, args.accelerator,
     )  # fmt: skip
     with harness.ray_session(args.address), tempfile.TemporaryDirectory(prefix="rayjob-advisor-") as scratch:
         runner = harness.RayTrainRunner(train, storage_path=args.storage_path or scratch)
@@ -377,14 +434,19 @@ def _predict(args: argparse.Namespace) -> None:
     prediction.require_predictable(job)
     workload = job.workload or args.workload
     data = args.data or profiles.shipped_data(workload)
+    prices = _prices()
     observations = _load(args, data, workload)
-    model = RuntimeModel().fit(observations)
     profile = profiles.profile_name(observations, workload, data)
-    prices = planner.Prices()
-    result, recommendation = prediction.forecast(rayjob, inputs, job, model, profile, prices, now)
+    choice = choose_accelerator(measured_accelerators(observations), job.accelerator)
+    model = RuntimeModel().fit(runs_on(observations, choice.used))
+    result, recommendation = prediction.forecast(
+        rayjob, inputs, job, model, profile, prices, now, assumed_accelerator=choice.assumed
+    )
     rows = prediction.what_if(job, model, inputs.confidence, model.startup_seconds_, prices)
+    if warning := choice.warning(profile):
+        print(f"rayjob-advisor: warning: {warning}", file=sys.stderr)
     notes = result.annotations()
-    document = {
+    document: dict[str, Any] = {
         "rayjob": {"namespace": metadata.get("namespace", "default"), "name": metadata.get("name")},
         "features": job.model_dump(mode="json"),
         "prediction": result.model_dump(mode="json"),
@@ -394,7 +456,47 @@ def _predict(args: argparse.Namespace) -> None:
         notes[contract.RECOMMENDATION] = recommendation.annotation()
         document["recommendation"] = json.loads(recommendation.annotation())
     document["annotations"] = notes
-    _emit(args, document, _prediction_table(job, model, result, rows, recommendation, notes))
+    table = _prediction_table(job, model, result, rows, recommendation, notes)
+    if args.accelerators:
+        compared, missing = prediction.compare_accelerators(
+            rayjob, inputs, job, observations, args.accelerators, prices, now, {choice.used: model}
+        )
+        document["accelerators"] = {"what_if": [row.model_dump() for row in compared], "missing": missing}
+        table += "\n\n" + _accelerator_table(compared, missing, measured_accelerators(observations))
+    _emit(args, document, table)
+
+
+def _prices() -> planner.Prices:
+    """The prices the operator would plan with (its ``RAYJOB_ADVISOR_*_PRICE(S)`` variables)."""
+    try:
+        return load_prices()
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise CliError(f"bad prices: {problems}") from None
+
+
+def _accelerator_table(
+    rows: list[prediction.AcceleratorOption], missing: dict[str, str], measured: tuple[str, ...]
+) -> str:
+    """The what-if rows per accelerator, and a line for each accelerator the profile has no runs on."""
+    lines = ["what if on other accelerators (each from its own runs):"]
+    if not measured:
+        lines.append(
+            "  note: the profile's runs name no accelerator: every accelerator is predicted from the same runs"
+        )
+    lines.append(
+        f"{'accelerator':<12} {'replicas':>8} {'GPUs/worker':>11} {'workers':>8} {'median':>10} {'upper':>10} "
+        f"{'cost':>10} {'deadline':>9}"
+    )
+    for row in rows:
+        meets = "-" if row.meets_deadline is None else "meets" if row.meets_deadline else "MISSES"
+        lines.append(
+            f"{row.accelerator:<12} {row.replicas:>8} {row.gpus_per_worker:>11g} {row.workers:>8} "
+            f"{contract.format_duration(row.p50):>10} {contract.format_duration(row.upper):>10} {row.cost:>10.4f} "
+            f"{meets:>9}"
+        )
+    lines += [f"{name:<12} no rows: {why}" for name, why in missing.items()]
+    return "\n".join(lines)
 
 
 def _prediction_table(

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from rayjob_advisor import contract
 from rayjob_advisor.planner import Prices
 
 ENV_PREFIX = "RAYJOB_ADVISOR_"
@@ -74,7 +75,13 @@ class OperatorConfig(pydantic.BaseModel):
         default=256, ge=1, description="open webhook connections; beyond: 503 and closed (the API server fails open)"
     )
     cpu_hour_price: float = pydantic.Field(default=0.05, ge=0, description="planner cost of a CPU-hour")
-    gpu_hour_price: float = pydantic.Field(default=2.5, ge=0, description="planner cost of a GPU-hour")
+    gpu_hour_price: float = pydantic.Field(
+        default=2.5, ge=0, description="planner cost of a GPU-hour of an accelerator not priced on its own"
+    )
+    accelerator_gpu_hour_prices: dict[str, pydantic.NonNegativeFloat] = pydantic.Field(
+        default_factory=dict,
+        description="planner cost of a GPU-hour per accelerator (canonical names, e.g. a100=3.7,h100=9.8)",
+    )
 
     @pydantic.model_validator(mode="after")
     def _webhook_needs_tls(self) -> OperatorConfig:
@@ -84,7 +91,11 @@ class OperatorConfig(pydantic.BaseModel):
 
     @property
     def prices(self) -> Prices:
-        return Prices(cpu_hour=self.cpu_hour_price, gpu_hour=self.gpu_hour_price)
+        return Prices(
+            cpu_hour=self.cpu_hour_price,
+            gpu_hour=self.gpu_hour_price,
+            accelerator_gpu_hour=self.accelerator_gpu_hour_prices,
+        )
 
     @property
     def watched_namespaces(self) -> tuple[str, ...]:
@@ -97,6 +108,26 @@ class OperatorConfig(pydantic.BaseModel):
     @classmethod
     def _split(cls, value: Any) -> Any:
         return tuple(n.strip() for n in value.split(",") if n.strip()) if isinstance(value, str) else value
+
+    @pydantic.field_validator("accelerator_gpu_hour_prices", mode="before")
+    @classmethod
+    def _accelerator_prices(cls, value: Any) -> Any:
+        """``a100=3.7,h100=9.8`` (a variable) or a mapping; names made canonical (``NVIDIA-A100`` is ``a100``)."""
+        if isinstance(value, str):
+            pairs = [pair.partition("=") for pair in value.split(",") if pair.strip()]
+            if any(not sep or not name.strip() for name, sep, _ in pairs):
+                raise ValueError(f"{value!r}: expected ACCELERATOR=PRICE pairs separated by commas (a100=3.7,t4=0.35)")
+            value = {name: price.strip() for name, _, price in pairs}
+        if isinstance(value, Mapping):
+            return {contract.canonical_accelerator(str(name)): price for name, price in value.items()}
+        return value
+
+
+def load_prices(environ: Mapping[str, str] = os.environ) -> Prices:
+    """The planner's prices from the ``RAYJOB_ADVISOR_*_PRICE(S)`` variables the operator reads: what ``predict`` costs
+    (its other settings, e.g. a webhook role without TLS, are no business of the CLI's)."""
+    prices = {key: value for key, value in environ.items() if key.startswith(ENV_PREFIX) and "_PRICE" in key}
+    return load_config({}, prices).prices
 
 
 def load_config(flags: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> OperatorConfig:

@@ -52,6 +52,7 @@ RELEASE = PREFIX + "release"  # "true" on a suspended RayJob: we unsuspend it on
 WORKERS_ENV = PREFIX + "workers-env"
 WORKERS_ARG = PREFIX + "workers-arg"
 WORKERS_FROM = PREFIX + "workers-from"
+ACCELERATOR = PREFIX + "accelerator"  # when the worker group's nodeSelector / node affinity does not say it
 
 # Kueue's admission gates: a comma-separated list of controllers a job waits for.
 KUEUE_GATES = "kueue.x-k8s.io/admission-gated-by"
@@ -82,6 +83,7 @@ _INPUT_FIELDS = {
     WORKERS_ENV: "workers_env",
     WORKERS_ARG: "workers_arg",
     WORKERS_FROM: "workers_from",
+    ACCELERATOR: "accelerator",
 }
 _FIELD_KEYS = {field: key for key, field in _INPUT_FIELDS.items()}
 INPUT_KEYS: tuple[str, ...] = tuple(_INPUT_FIELDS)
@@ -181,6 +183,7 @@ class AdvisorInputs(pydantic.BaseModel):
     workers_env: str | None = pydantic.Field(default=None, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
     workers_arg: str | None = pydantic.Field(default=None, pattern=r"^--?[a-zA-Z0-9][-_a-zA-Z0-9]*$")
     workers_from: Literal["cluster"] | None = None  # the script sizes Ray Train from the cluster itself
+    accelerator: str | None = pydantic.Field(default=None, max_length=63)  # canonical: ``a100``, ``t4``, ...
 
     @pydantic.field_validator("deadline", mode="before")
     @classmethod
@@ -194,6 +197,16 @@ class AdvisorInputs(pydantic.BaseModel):
             value = value.strip()
             if not value:
                 raise ValueError("must not be empty")
+        return value
+
+    @pydantic.field_validator("accelerator", mode="before")
+    @classmethod
+    def _canonical_accelerator(cls, value: Any) -> Any:
+        """``NVIDIA-A100-SXM4-80GB``, ``nvidia-tesla-a100`` and ``A100`` are one accelerator: ``a100``."""
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError("must not be empty")
+            return canonical_accelerator(value)
         return value
 
     @pydantic.model_validator(mode="after")
@@ -234,6 +247,36 @@ class AdvisorInputs(pydantic.BaseModel):
                 f"{DEADLINE}={at.isoformat()!r}: more than {limit} from now; a deadline must be nearer"
             )
         return self
+
+
+# Words and qualifiers that name no accelerator model: vendors, product lines, memory, form factors, TPU slice kinds.
+_VENDOR_WORDS = frozenset({"nvidia", "tesla", "geforce", "quadro", "amd", "instinct", "intel", "graphics"})
+_QUALIFIER = re.compile(r"\d+(?:g|gb|gib)|sxm\d*|pcie|hbm\d*e?|nvl|mega|oam|podslice|slice|device")
+
+
+def canonical_accelerator(text: str) -> str:
+    """The short lower-case name of an accelerator in a node label value or a user's text.
+
+    ``NVIDIA-A100-SXM4-80GB`` (``nvidia.com/gpu.product``), ``nvidia-a100-80gb``
+    (``cloud.google.com/gke-accelerator``) and ``a100`` (Karpenter) are one
+    accelerator, ``a100``: vendor and product-line words, memory sizes and form
+    factors are dropped and the rest joined (``NVIDIA-GeForce-RTX-2080-Ti`` ->
+    ``rtx2080ti``, ``AMD_Instinct_MI300X_OAM`` -> ``mi300x``). A MIG slice keeps
+    its profile (``a100-mig-1g.5gb``: a fraction of the GPU), a TPU its version
+    (``tpu-v4-podslice`` -> ``tpu-v4``, ``tpu-v5-lite-podslice`` -> ``tpu-v5e``).
+    Text without a model number stays as it is, lower-cased, runs of other
+    characters as ``-``.
+    """
+    normal = re.sub(r"[^a-z0-9.]+", "-", text.strip().lower()).strip("-.")
+    model, mig, profile = normal.partition("-mig-")
+    tokens = [t for t in model.split("-") if t not in _VENDOR_WORDS and not _QUALIFIER.fullmatch(t)]
+    if tokens[:1] == ["tpu"]:
+        version = "".join(tokens[1:]).replace("v5lite", "v5e")
+        return f"tpu-{version}" if version else normal
+    name = "".join(tokens)
+    if not name or not any(c.isdigit() for c in name):
+        return normal
+    return f"{name}-mig-{profile}" if mig else name
 
 
 class AnnotationError(ValueError):

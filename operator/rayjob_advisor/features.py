@@ -90,6 +90,7 @@ class WorkerGroup(pydantic.BaseModel):
     memory_bytes: int | None
     accelerators: dict[str, float]
     placement: contract.Placement | None = None  # what its pod template requires (``placement_hint``)
+    accelerator: str | None = None  # the GPU model its pods select (``pod_accelerator``)
 
     @property
     def workers(self) -> int:
@@ -179,6 +180,8 @@ class Features(pydantic.BaseModel):
     def enforce_blocker(self) -> str | None:
         """Why ``enforce`` may not resize: Ray Train cannot follow the pods, or the plan rests on assumed inputs."""
         return self.training.blocker or self.missing_inputs
+
+    accelerator: str | None = None  # canonical (``contract.canonical_accelerator``); None: the job does not say
 
     @property
     def pods(self) -> int:
@@ -272,6 +275,7 @@ def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInpu
         training=training,
         placement=inputs.placement or scale_group.placement,
         **_batch(inputs, workers),
+        accelerator=inputs.accelerator or scale_group.accelerator,
     )
 
 
@@ -309,6 +313,7 @@ def _head_only(spec: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Featu
         training=training,
         placement=inputs.placement,
         **_batch(inputs, workers),
+        accelerator=inputs.accelerator or pod_accelerator(head.get("template")),
     )
 
 
@@ -461,6 +466,7 @@ def _worker_group(spec: Mapping[str, Any], index: int) -> WorkerGroup:
         num_of_hosts=max(1, _integer(spec, "numOfHosts", DEFAULT_NUM_OF_HOSTS, where)),
         suspended=bool(spec.get("suspend")),
         placement=placement_hint(spec.get("template") or {}, name),
+        accelerator=pod_accelerator(spec.get("template")),
         **resources,
     )
 
@@ -521,6 +527,63 @@ def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bo
         if not matched:
             return False
     return True
+
+
+# Node labels that name the GPU (or TPU) model of a node, as their labellers document them; the first a pod
+# template selects wins. Instance types (node.kubernetes.io/instance-type) are left out: no guessing from them.
+ACCELERATOR_LABELS: tuple[str, ...] = (
+    "nvidia.com/gpu.product",  # NVIDIA GPU feature discovery (GPU operator): NVIDIA-A100-SXM4-80GB
+    "cloud.google.com/gke-accelerator",  # GKE: nvidia-tesla-t4, nvidia-a100-80gb
+    "karpenter.k8s.aws/instance-gpu-name",  # Karpenter on AWS: t4, a100
+    "eks.amazonaws.com/instance-gpu-name",  # EKS Auto Mode: t4, a100
+    "amd.com/gpu.product-name",  # AMD GPU node labeller: AMD_Instinct_MI300X_OAM
+    "beta.amd.com/gpu.product-name",
+    "gpu.intel.com/product",  # Intel GPU plugin's NFD rules: Max_1550
+    "cloud.google.com/gke-tpu-accelerator",  # GKE: tpu-v6e-slice
+)
+
+
+def pod_accelerator(template: Any) -> str | None:
+    """The accelerator a pod template's nodes have, canonical; None when its scheduling leaves it open.
+
+    A ``nodeSelector`` on one of ``ACCELERATOR_LABELS`` says it; else the
+    required node affinity does when every one of its terms (they are ORed)
+    holds that label ``In`` values of one accelerator (``NVIDIA-A100-SXM4-40GB``
+    and ``-80GB`` are both ``a100``).
+    """
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return None
+    selector = spec.get("nodeSelector")
+    for label in ACCELERATOR_LABELS:
+        if isinstance(selector, Mapping) and isinstance(selector.get(label), str) and selector[label].strip():
+            return contract.canonical_accelerator(selector[label])
+    terms = _path(
+        spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"
+    )
+    named = [_term_accelerators(term) for term in terms] if isinstance(terms, list) and terms else [set()]
+    found = set.union(*named)
+    return found.pop() if len(found) == 1 and all(named) else None
+
+
+def _term_accelerators(term: Any) -> set[str]:
+    """The accelerators one node selector term allows, by the first accelerator label it holds ``In``."""
+    expressions = _path(term, "matchExpressions")
+    held = {
+        expression.get("key"): expression["values"]
+        for expression in (expressions if isinstance(expressions, list) else [])
+        if isinstance(expression, Mapping)
+        and expression.get("operator") == "In"
+        and isinstance(expression.get("values"), list)
+    }
+    values: list[Any] = next((held[label] for label in ACCELERATOR_LABELS if label in held), [])
+    return {contract.canonical_accelerator(value) for value in values if isinstance(value, str) and value.strip()}
+
+
+def _path(value: Any, *keys: str) -> Any:
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
 
 
 def _integer(spec: Mapping[str, Any], key: str, default: int, where: str) -> int:

@@ -26,7 +26,7 @@ MAX_RUNS = 1024
 MAX_SUMMARIES = 512
 MAX_SOURCES = 2000
 CONFIGURATION_KEYS: tuple[str, ...] = (
-    "datasetSize", "epochs", "batchSize", "workers", "cpusPerWorker", "gpusPerWorker", "nodes",
+    "datasetSize", "epochs", "batchSize", "workers", "cpusPerWorker", "gpusPerWorker", "nodes", "accelerator",
 )  # fmt: skip
 MEASURES: tuple[str, ...] = ("executionSeconds", "startupSeconds")
 

@@ -11,6 +11,7 @@ the column names in ``CSV_COLUMNS`` are fixed. Only ``dataset_size``,
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import os
@@ -19,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pydantic
+
+from rayjob_advisor import contract
 
 CSV_COLUMNS: tuple[str, ...] = (
     "workload",
@@ -29,6 +32,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "cpus_per_worker",
     "gpus_per_worker",
     "nodes",
+    "accelerator",
     "execution_seconds",
     "startup_seconds",
     "source",
@@ -38,6 +42,7 @@ MIN_EXECUTION_SECONDS = 0.001
 REQUIRED_COLUMNS: frozenset[str] = frozenset({"dataset_size", "workers", "execution_seconds"})
 CONFIGURATION_FIELDS: tuple[str, ...] = (
     "workload", "dataset_size", "epochs", "batch_size", "workers", "cpus_per_worker", "gpus_per_worker",
+    "accelerator",
 )  # fmt: skip
 
 
@@ -49,6 +54,8 @@ class Observation(pydantic.BaseModel):
       profile, i.e. steps scale as samples / workers.
     - ``cpus_per_worker``: 1; ``gpus_per_worker``: 0.
     - ``nodes``: 1 — all workers on one machine.
+    - ``accelerator`` (canonical, ``contract.canonical_accelerator``): the run
+      belongs to every accelerator (``runs_on``).
     """
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -61,6 +68,7 @@ class Observation(pydantic.BaseModel):
     cpus_per_worker: pydantic.PositiveFloat | None = None
     gpus_per_worker: pydantic.NonNegativeFloat | None = None
     nodes: pydantic.PositiveInt | None = None
+    accelerator: str | None = None
     execution_seconds: float = pydantic.Field(ge=MIN_EXECUTION_SECONDS)
     startup_seconds: pydantic.NonNegativeFloat | None = None
     source: str | None = None
@@ -70,11 +78,70 @@ class Observation(pydantic.BaseModel):
         """A run of ``configuration`` (any object with the ``CONFIGURATION_FIELDS``) and what it measured."""
         return cls(**{field: getattr(configuration, field) for field in CONFIGURATION_FIELDS}, **measurements)
 
+    @pydantic.field_validator("accelerator", mode="before")
+    @classmethod
+    def _canonical_accelerator(cls, value: Any) -> Any:
+        """Runs of ``A100`` and of ``NVIDIA-A100-SXM4-80GB`` are runs of one accelerator, ``a100``."""
+        if isinstance(value, str):
+            canonical = contract.canonical_accelerator(value)
+            if not canonical:
+                raise ValueError(f"{value!r} names no accelerator")
+            return canonical
+        return value
+
     @pydantic.model_validator(mode="after")
     def _nodes_within_workers(self) -> Observation:
         if self.nodes is not None and self.nodes > self.workers:
             raise ValueError(f"nodes ({self.nodes}) cannot exceed workers ({self.workers})")
         return self
+
+
+def measured_accelerators(observations: Iterable[Observation]) -> tuple[str, ...]:
+    """The accelerators runs were measured on, the most measured first (ties by name)."""
+    counts = collections.Counter(o.accelerator for o in observations if o.accelerator)
+    return tuple(sorted(counts, key=lambda accelerator: (-counts[accelerator], accelerator)))
+
+
+def runs_on(observations: Iterable[Observation], accelerator: str | None) -> list[Observation]:
+    """The runs a job on ``accelerator`` is predicted from: its own, and those that name none (they belong to all)."""
+    return [o for o in observations if o.accelerator in (accelerator, None)]
+
+
+class AcceleratorChoice(pydantic.BaseModel):
+    """Whose runs predict a job: its accelerator's where the profile measured it, else the most measured one's."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    job: str | None  # the job's accelerator; None: it does not say
+    used: str | None  # the accelerator of the runs used; None: the profile's runs name none (they fit any)
+    measured: tuple[str, ...] = ()  # the profile's accelerators, the most measured first
+
+    @property
+    def assumed(self) -> str | None:
+        """The accelerator the job is predicted on in place of its own (unknown or unmeasured); None when none is."""
+        return self.used if self.used is not None and self.used != self.job else None
+
+    def warning(self, profile: str) -> str | None:
+        """Why the prediction may be far off: its runs were measured on another accelerator (None: they were not)."""
+        if self.assumed is None:
+            return None
+        measured = ", ".join(self.measured)
+        if self.job is None:
+            return (
+                f"the RayJob does not say which accelerator its workers run on: predicted from profile {profile}'s "
+                f"runs on {self.assumed} (measured on {measured}); set {contract.ACCELERATOR} or a nodeSelector "
+                "on nvidia.com/gpu.product"
+            )
+        return (
+            f"profile {profile} has no runs on {self.job} (measured on {measured}): predicted from its runs on "
+            f"{self.assumed}, which may be far off"
+        )
+
+
+def choose_accelerator(measured: Sequence[str], job: str | None) -> AcceleratorChoice:
+    """The runs for a job on ``job`` among a profile's ``measured`` accelerators (``measured_accelerators``)."""
+    used = None if not measured else job if job in measured else measured[0]
+    return AcceleratorChoice(job=job, used=used, measured=tuple(measured))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,10 +42,12 @@ class Prices(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(frozen=True)
 
     cpu_hour: float = pydantic.Field(default=0.05, ge=0)
-    gpu_hour: float = pydantic.Field(default=2.5, ge=0)
+    gpu_hour: float = pydantic.Field(default=2.5, ge=0)  # of an accelerator ``accelerator_gpu_hour`` does not price
+    accelerator_gpu_hour: dict[str, pydantic.NonNegativeFloat] = pydantic.Field(default_factory=dict)  # a100: 3.7
 
     def worker_hour(self, job: Features) -> float:
-        return (job.cpus_per_worker or 1.0) * self.cpu_hour + job.gpus_per_worker * self.gpu_hour
+        gpu_hour = self.accelerator_gpu_hour.get(job.accelerator or "", self.gpu_hour)
+        return (job.cpus_per_worker or 1.0) * self.cpu_hour + job.gpus_per_worker * gpu_hour
 
 
 class RuntimePredictor(Protocol):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pydantic
@@ -11,7 +11,13 @@ import pydantic
 from rayjob_advisor import contract, planner
 from rayjob_advisor.features import Features, UnpredictableJob
 from rayjob_advisor.models.runtime import RuntimeModel
-from rayjob_advisor.observations import CONFIGURATION_FIELDS
+from rayjob_advisor.observations import (
+    CONFIGURATION_FIELDS,
+    Observation,
+    choose_accelerator,
+    measured_accelerators,
+    runs_on,
+)
 from rayjob_advisor.rayjob import RayJob
 
 SHOWN_FIELDS = {"batch_size_per_worker", "batch_held", "placement"}  # beside the model's, in ``features``
@@ -28,9 +34,10 @@ class Prediction(pydantic.BaseModel):
     ``contract``); ``placement`` the RayJob's own hint (None: none).
 
     ``assumed``: what the model put in place of the job's values — features
-    the profile never varied (e.g. ``cpus_per_worker``), and inputs the job
-    did not give, defaulted from the profile (e.g. ``batch_size_per_worker``,
-    ``placement``).
+    the profile never varied (e.g. ``cpus_per_worker``), inputs the job did
+    not give, defaulted from the profile (e.g. ``batch_size_per_worker``,
+    ``placement``), and ``accelerator`` when the runs were measured on
+    another one than the job's (it names none, or the profile has no runs on it).
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -62,9 +69,18 @@ def require_predictable(features: Features) -> None:
 
 
 def predict(
-    features: Features, model: RuntimeModel, profile: str, confidence: float, now: dt.datetime | None = None
+    features: Features,
+    model: RuntimeModel,
+    profile: str,
+    confidence: float,
+    now: dt.datetime | None = None,
+    assumed_accelerator: str | None = None,
 ) -> Prediction:
-    """The median and upper-bound execution time of the job as submitted."""
+    """The median and upper-bound execution time of the job as submitted.
+
+    ``assumed_accelerator``: the model's runs were measured on it, not on the
+    job's accelerator (``AcceleratorChoice.assumed``).
+    """
     require_predictable(features)
     p50 = float(model.predict([features])[0])
     upper = float(model.predict_upper([features], confidence)[0])
@@ -77,7 +93,10 @@ def predict(
         upper=round(upper, 3),
         confidence=confidence,
         features=used,
-        assumed=model.assumptions(features),
+        assumed={
+            **model.assumptions(features),
+            **({"accelerator": assumed_accelerator} if assumed_accelerator else {}),
+        },
         time=now or dt.datetime.now(dt.UTC).replace(microsecond=0),
     )
 
@@ -90,13 +109,14 @@ def forecast(
     profile: str,
     prices: planner.Prices,
     now: dt.datetime,
+    assumed_accelerator: str | None = None,
 ) -> tuple[Prediction, planner.Recommendation | None]:
     """The prediction and, when the RayJob has a deadline, the plan (the CLI and the operator share it).
 
     A deadline given as a duration counts from ``metadata.creationTimestamp``;
     at admission the API server has not set it yet, and it counts from now.
     """
-    result = predict(job, model, profile, inputs.confidence, now)
+    result = predict(job, model, profile, inputs.confidence, now, assumed_accelerator)
     if inputs.deadline is None:
         return result, None
     deadline = inputs.deadline.resolve(RayJob(rayjob).created(now))
@@ -110,3 +130,49 @@ def what_if(
     """Predicted runtimes and costs of every size the planner considers (one row when it cannot be resized)."""
     require_predictable(job)
     return planner.options(job, model, planner.sizes(job, model), confidence, startup, prices)
+
+
+class AcceleratorOption(planner.Option):
+    """One what-if row of the job on ``accelerator``: a size, its runtimes, cost at that accelerator's price."""
+
+    accelerator: str
+    meets_deadline: bool | None  # start-up plus the upper bound ends before the deadline; None: the job has none
+
+
+def compare_accelerators(
+    rayjob: Mapping[str, Any],
+    inputs: contract.AdvisorInputs,
+    job: Features,
+    observations: Sequence[Observation],
+    accelerators: Sequence[str],
+    prices: planner.Prices,
+    now: dt.datetime,
+    fitted: Mapping[str | None, RuntimeModel] | None = None,
+) -> tuple[list[AcceleratorOption], dict[str, str]]:
+    """The job's what-if table on each of ``accelerators``, each from its own runs; why some have no rows.
+
+    Only the accelerator's own runs (and those naming none) predict it: the
+    profile's other accelerators are never stood in for it here. Models are
+    fitted once per set of runs, so runs that name no accelerator fit once;
+    ``fitted``: models at hand, by the accelerator of their runs (``runs_on``).
+    """
+    require_predictable(job)
+    measured = measured_accelerators(observations)
+    deadline = inputs.deadline.resolve(RayJob(rayjob).created(now)) if inputs.deadline else None
+    models = dict(fitted or {})
+    rows: list[AcceleratorOption] = []
+    missing: dict[str, str] = {}
+    for name in dict.fromkeys(contract.canonical_accelerator(a) for a in accelerators):
+        choice = choose_accelerator(measured, name)
+        if choice.assumed is not None:
+            missing[name] = f"the profile has no runs on {name} (measured on {', '.join(measured)})"
+            continue
+        if choice.used not in models:
+            models[choice.used] = RuntimeModel().fit(runs_on(observations, choice.used))
+        model, variant = models[choice.used], job.model_copy(update={"accelerator": name})
+        startup = model.startup_seconds_
+        left = (deadline - now).total_seconds() if deadline else None
+        for option in what_if(variant, model, inputs.confidence, startup, prices):
+            meets = None if left is None else startup + option.upper <= left
+            rows.append(AcceleratorOption(**option.model_dump(), accelerator=name, meets_deadline=meets))
+    return rows, missing

@@ -16,7 +16,14 @@ from typing import Any
 
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
-from rayjob_advisor.observations import Observation, read_observations
+from rayjob_advisor.observations import (
+    AcceleratorChoice,
+    Observation,
+    choose_accelerator,
+    measured_accelerators,
+    read_observations,
+    runs_on,
+)
 
 logger = logging.getLogger(__name__)
 SHIPPED_DATA = pathlib.Path(__file__).parent / "data"
@@ -86,6 +93,7 @@ _K8S_KEYS = {
     "cpus_per_worker": "cpusPerWorker",
     "gpus_per_worker": "gpusPerWorker",
     "nodes": "nodes",
+    "accelerator": "accelerator",
     "execution_seconds": "executionSeconds",
     "startup_seconds": "startupSeconds",
     "source": "source",
@@ -126,8 +134,31 @@ def runtime_profile_manifest(workload: str, observations: Sequence[Observation])
 
 
 @dataclasses.dataclass
+class AcceleratorFit:
+    """The model of one more accelerator's runs in a profile that measured several, fitted once a job asked for it."""
+
+    runs: list[Observation] | None = None  # what ``model`` was fitted on; None: not fitted yet
+    model: RuntimeModel | None = None
+    error: str | None = None  # why its last fit failed
+
+
+def _fitted(observations: list[Observation]) -> RuntimeModel:
+    """A runtime model of ``observations``; raises when it cannot be trusted (a non-finite error)."""
+    model = RuntimeModel().fit(observations)
+    if not math.isfinite(model.cv_mape_):
+        raise ValueError(f"the cross-validated error is {model.cv_mape_}")
+    return model
+
+
+@dataclasses.dataclass
 class Profile:
-    """One workload's runs and, once fitted, its model. ``version`` rises with every change of runs."""
+    """One workload's runs and, once fitted, its model. ``version`` rises with every change of runs.
+
+    Runs of several accelerators are never mixed in one model: ``model`` is
+    that of the most measured accelerator (``accelerator``); the others'
+    (``accelerator_fits``) are fitted only once a job asks for one
+    (``model_for``), and refitted only when their own runs change.
+    """
 
     namespace: str | None
     name: str | None
@@ -146,6 +177,9 @@ class Profile:
     fit_began: float | None = None  # time.monotonic() when the last fit began: refits are debounced on it
     fit_seconds: float | None = None  # how long the last fit took
     wanted: bool = True  # fitted when stale; a shipped profile only once a job asked for it (``ProfileStore.find``)
+    accelerator: str | None = None  # the accelerator ``model`` predicts; None: the runs name none
+    measured: tuple[str, ...] = ()  # the accelerators of the runs ``model`` was fitted with, the most measured first
+    accelerator_fits: dict[str, AcceleratorFit] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -164,23 +198,59 @@ class Profile:
         """
         version, observations = self.version, self.observations
         self.fit_began = began = time.monotonic()
+        measured = measured_accelerators(observations)
+        main = measured[0] if measured else None
         try:
-            model = RuntimeModel().fit(observations)
-            if not math.isfinite(model.cv_mape_):
-                raise ValueError(f"the cross-validated error is {model.cv_mape_}")
+            model = _fitted(runs_on(observations, main))
             self.model, self.fit_error, self.fit_reason = model, None, None
+            self.accelerator, self.measured = main, measured
         except NotEnoughData as exc:
             self.fit_error, self.fit_reason = f"cannot fit {len(observations)} runs: {exc}", "NotEnoughData"
         except Exception as exc:  # numeric garbage, an estimator's bug: this profile's problem only
             logger.warning("the fit of profile %s failed", self.label, exc_info=True)
             self.fit_error = f"the fit of {len(observations)} runs failed: {type(exc).__name__}: {exc}"
             self.fit_reason = "FitFailed"
+        self.fit_accelerators()
         self.fit_seconds = time.monotonic() - began
         self.fitted_version = version
         self.fitted_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
         ok = self.fit_error is None
         if ok != self.fitted_ok:
             self.fitted_ok, self.transitioned_at = ok, self.fitted_at
+
+    def choose(self, accelerator: str | None) -> AcceleratorChoice:
+        """Whose runs predict a job on ``accelerator`` (its own where measured) as of the last successful fit."""
+        return choose_accelerator(self.measured, accelerator)
+
+    def model_for(self, accelerator: str | None) -> tuple[RuntimeModel | None, str | None]:
+        """The model of ``accelerator``'s runs (``choose(...).used``), else why there is none: its fit failed
+        (the error), or it is due (None: the refitter fits it next, as it does a profile's first fit)."""
+        if accelerator is None or accelerator == self.accelerator:
+            return self.model, None if self.model is not None else self.fit_error
+        fit = self.accelerator_fits.setdefault(accelerator, AcceleratorFit())
+        return fit.model, None if fit.model is not None else fit.error
+
+    @property
+    def accelerators_due(self) -> bool:
+        """Whether a job asked for an accelerator whose model is not fitted yet."""
+        return any(fit.runs is None for fit in list(self.accelerator_fits.values()))
+
+    def fit_accelerators(self) -> None:
+        """Fit the models of the other accelerators jobs asked for whose runs changed; never raises."""
+        observations = self.observations
+        for accelerator, fit in list(self.accelerator_fits.items()):
+            runs = runs_on(observations, accelerator)
+            if accelerator == self.accelerator:
+                del self.accelerator_fits[accelerator]  # the main model serves it now
+            elif not any(run.accelerator == accelerator for run in runs):
+                fit.runs, fit.model, fit.error = runs, None, f"no runs on {accelerator} any more"
+            elif runs != fit.runs:
+                fit.runs = runs
+                try:
+                    fit.model, fit.error = _fitted(runs), None
+                except Exception as exc:  # as in ``fit``: this accelerator's problem only; the previous model stays
+                    logger.warning("the fit of profile %s on %s failed", self.label, accelerator, exc_info=True)
+                    fit.error = f"the fit of {len(runs)} runs on {accelerator} failed: {type(exc).__name__}: {exc}"
 
     def model_status(self) -> dict[str, object]:
         """What ``status.model`` of the RuntimeProfile shows (``error``: why the last fit failed, else null)."""
@@ -192,6 +262,7 @@ class Profile:
             "samples": self.model.n_samples_,
             "fittedAt": _timestamp(self.fitted_at),
             "error": self.fit_error,
+            "accelerator": self.accelerator,
         }
 
     def remember(self, conditions: Sequence[Mapping[str, Any]] | None) -> None:
@@ -310,9 +381,12 @@ class ProfileStore:
         )
 
     def stale(self) -> list[Profile]:
-        """Profiles whose runs changed since their last fit (shipped ones once a job asked for them)."""
+        """Profiles whose runs changed since their last fit (shipped ones once a job asked for them), and those
+        with an accelerator a job asked for to fit."""
         with self._lock:
-            return [p for p in self._profiles.values() if p.wanted and p.fitted_version != p.version]
+            return [
+                p for p in self._profiles.values() if (p.wanted and p.fitted_version != p.version) or p.accelerators_due
+            ]
 
 
 STUCK_INTERVALS = 30
@@ -387,6 +461,10 @@ class Refitter:
             wait = self.interval
             try:
                 for profile in self.store.stale():
+                    if profile.fitted_version == profile.version:  # only accelerators jobs wait for: no debouncing
+                        profile.fit_accelerators()
+                        self.heartbeat = time.monotonic()
+                        continue
                     since = time.monotonic() - (profile.fit_began if profile.fit_began is not None else -math.inf)
                     gap = max(self.interval, (profile.fit_seconds or 0.0) / self.duty)
                     if since < gap:  # fitted a moment ago: coalesce with the changes still to come

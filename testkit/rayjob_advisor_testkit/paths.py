@@ -16,6 +16,7 @@ SHARED = pathlib.Path(os.environ.get(SHARED_VARIABLE) or REPO.parent / "shared")
 KUBERAY_CRDS = SHARED / "kuberay" / "crds"
 SAMPLES = SHARED / "kuberay" / "samples"
 POLLUX = SHARED / "datasets" / "pollux"
+SIA = SHARED / "datasets" / "sia"
 CRDS = REPO / "crds"
 
 if not CRDS.is_dir():

@@ -44,6 +44,11 @@ securityContext:
 - {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
 - {name: RAYJOB_ADVISOR_CPU_HOUR_PRICE, value: {{ .Values.prices.cpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_GPU_HOUR_PRICE, value: {{ .Values.prices.gpuHour | quote }}}
+{{- with .Values.prices.acceleratorGpuHour }}
+{{- $pairs := list }}
+{{- range $name, $price := . }}{{ $pairs = append $pairs (printf "%s=%v" $name $price) }}{{ end }}
+- {name: RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES, value: {{ join "," $pairs | quote }}}
+{{- end }}
 {{- with .Values.namespaces }}
 - {name: RAYJOB_ADVISOR_NAMESPACES, value: {{ join "," . | quote }}}
 {{- end }}

@@ -56,6 +56,7 @@ class RunSpec:
     cpus_per_worker: float
     gpus_per_worker: float
     repeat: int
+    accelerator: str | None = None  # the GPU model the sweep runs on (``profile --accelerator``); None: unrecorded
 
     @property
     def source(self) -> str:
@@ -79,10 +80,11 @@ def grid(
     cpus_per_worker: Sequence[float],
     gpus_per_worker: float,
     repeats: int,
+    accelerator: str | None = None,
 ) -> list[RunSpec]:
     """Every configuration, repeat by repeat: a sweep cut short still covers the whole grid once."""
     return [
-        RunSpec(workload, size, epoch, batch, count, cpus, gpus_per_worker, repeat)
+        RunSpec(workload, size, epoch, batch, count, cpus, gpus_per_worker, repeat, accelerator)
         for repeat, size, epoch, batch, cpus, count in itertools.product(
             range(repeats), dataset_sizes, epochs, batch_sizes, cpus_per_worker, workers
         )

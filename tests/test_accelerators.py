@@ -1,0 +1,405 @@
+"""Accelerators: canonical names, where a RayJob says its GPU model, runs per accelerator, fallbacks, comparisons."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from benchmarks.sia import sia_observations
+from rayjob_advisor import completions, features, history, planner, profiles
+from rayjob_advisor import contract as ann
+from rayjob_advisor.application import Policy, ProfileNotReady, advise
+from rayjob_advisor.cli import main
+from rayjob_advisor.config import load_config, load_prices
+from rayjob_advisor.observations import (
+    CSV_COLUMNS,
+    Observation,
+    choose_accelerator,
+    measured_accelerators,
+    read_observations,
+    runs_on,
+    write_observations,
+)
+from rayjob_advisor_testkit.emulator import ApiError
+from rayjob_advisor_testkit.paths import SIA
+from rayjob_advisor_testkit.profiles import profile_manifest, small_profile_runs
+from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
+from rayjob_advisor_testkit.resources import AdvisorEmulator
+
+NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
+GPU = {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("NVIDIA-A100-SXM4-80GB", "a100"),  # nvidia.com/gpu.product
+        ("NVIDIA-A100-PCIE-40GB", "a100"),
+        ("nvidia-tesla-t4", "t4"),  # cloud.google.com/gke-accelerator
+        ("nvidia-a100-80gb", "a100"),
+        ("nvidia-h100-mega-80gb", "h100"),
+        ("Tesla-V100-SXM2-16GB", "v100"),
+        ("NVIDIA-H100-80GB-HBM3", "h100"),
+        ("nvidia-l4", "l4"),
+        ("a10g", "a10g"),  # karpenter.k8s.aws/instance-gpu-name
+        ("NVIDIA-A10G", "a10g"),
+        ("NVIDIA-L40S", "l40s"),
+        ("NVIDIA-GeForce-RTX-2080-Ti", "rtx2080ti"),
+        ("RTX 2080Ti", "rtx2080ti"),
+        ("NVIDIA-RTX-A6000", "rtxa6000"),
+        ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "a100-mig-1g.5gb"),  # a MIG slice is not a whole A100
+        ("AMD_Instinct_MI300X_OAM", "mi300x"),  # amd.com/gpu.product-name
+        ("Max_1550", "max1550"),  # gpu.intel.com/product
+        ("tpu-v6e-slice", "tpu-v6e"),  # cloud.google.com/gke-tpu-accelerator
+        ("tpu-v5-lite-podslice", "tpu-v5e"),
+        ("  A100 ", "a100"),
+        ("My Custom_Accel", "my-custom-accel"),  # no model number: lower-cased, normalised
+    ],
+)
+def test_accelerator_names_are_canonical(text, canonical):
+    assert ann.canonical_accelerator(text) == canonical
+
+
+def test_the_accelerator_annotation_is_parsed_canonical_and_checked():
+    assert ann.parse_inputs({ann.ACCELERATOR: "NVIDIA-H100-80GB-HBM3"}).accelerator == "h100"
+    assert ann.parse_inputs({}).accelerator is None
+    with pytest.raises(ann.AnnotationError, match=r"rayjob-advisor.io/accelerator=' ': .*must not be empty"):
+        ann.parse_inputs({ann.ACCELERATOR: " "})
+
+
+def gpu_job(notes: dict[str, str] | None = None, **template: object) -> dict:
+    """A RayJob whose worker group requests a GPU per pod, its pod template spec updated with ``template``."""
+    group = worker_group(resources=GPU)
+    group["template"]["spec"].update(copy.deepcopy(template))
+    return make_rayjob(annotations=notes, groups=[group])
+
+
+def features_of(rayjob: dict) -> features.Features:
+    return features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"].get("annotations")))
+
+
+def accelerator_of(rayjob: dict) -> str | None:
+    return features_of(rayjob).accelerator
+
+
+def required(*terms: list[dict]) -> dict:
+    """A required node affinity of ``terms`` (each a list of match expressions)."""
+    selector_terms = [{"matchExpressions": expressions} for expressions in terms]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": selector_terms}}}
+
+
+def holds(label: str, *values: str, operator: str = "In") -> dict:
+    return {"key": label, "operator": operator, "values": list(values)}
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}, "a100"),
+        ({"nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}}, "t4"),
+        ({"nodeSelector": {"karpenter.k8s.aws/instance-gpu-name": "h100"}}, "h100"),
+        ({"nodeSelector": {"eks.amazonaws.com/instance-gpu-name": "l4"}}, "l4"),
+        ({"nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}}, "mi300x"),
+        ({"affinity": required([holds("nvidia.com/gpu.product", "Tesla-V100-SXM2-16GB")])}, "v100"),
+        # both values are A100s, and every ORed term says so
+        (
+            {
+                "affinity": required(
+                    [holds("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-80GB")],
+                    [holds("cloud.google.com/gke-accelerator", "nvidia-a100-80gb")],
+                )
+            },
+            "a100",
+        ),
+        (
+            {"affinity": required([holds("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3")])},
+            None,
+        ),
+        ({"affinity": required([holds("nvidia.com/gpu.product", "Tesla-T4")], [holds("zone", "a")])}, None),
+        ({"affinity": required([holds("nvidia.com/gpu.product", "Tesla-T4", operator="NotIn")])}, None),
+        ({"nodeSelector": {"node.kubernetes.io/instance-type": "p4d.24xlarge"}}, None),  # no guessing
+        ({}, None),
+    ],
+)
+def test_the_accelerator_comes_from_the_scaled_groups_node_selector_or_required_affinity(template, expected):
+    assert accelerator_of(gpu_job(**template)) == expected
+
+
+def test_the_annotation_says_it_when_the_pod_template_does_not_and_wins_when_both_do():
+    assert accelerator_of(gpu_job({ann.ACCELERATOR: "nvidia-tesla-v100"})) == "v100"
+    selected = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}}
+    assert accelerator_of(gpu_job({ann.ACCELERATOR: "h100"}, **selected)) == "h100"
+
+
+def test_the_kuberay_gpu_sample_selects_t4s():
+    rayjob = dict(sample_rayjobs())["ray-job.batch-inference.yaml"]
+    assert accelerator_of(rayjob) == "t4"
+
+
+def test_runs_name_their_accelerator_in_a_csv_column_after_nodes(tmp_path):
+    assert CSV_COLUMNS[CSV_COLUMNS.index("nodes") + 1] == "accelerator"
+    path = tmp_path / "runs.csv"
+    path.write_text("dataset_size,workers,accelerator,execution_seconds\n10,1,NVIDIA-A100-SXM4-80GB,5\n10,1,,6\n")
+    runs, _ = read_observations(path)
+    assert [run.accelerator for run in runs] == ["a100", None]
+    write_observations(path, runs)
+    assert read_observations(path)[0] == runs
+    old = tmp_path / "old.csv"
+    old.write_text("dataset_size,workers,execution_seconds\n10,1,5\n")  # files from before the column
+    assert read_observations(old)[0][0].accelerator is None
+
+
+def test_a_runtime_profile_with_accelerators_validates_against_the_crd_and_round_trips():
+    runs = [run.model_copy(update={"accelerator": "t4"}) for run in small_profile_runs()]
+    manifest = profile_manifest(runs)
+    assert {item["accelerator"] for item in manifest["spec"]["observations"]} == {"t4"}
+    profile = profiles.Profile("default", "synthetic", "synthetic", runs)
+    profile.fit()
+    with AdvisorEmulator() as api:
+        api.create(manifest)
+        api.patch_status("runtimeprofiles", "default", "synthetic", {"model": profile.model_status()})
+        stored = api.get("runtimeprofiles", "default", "synthetic")
+        bad = copy.deepcopy(manifest)
+        bad["metadata"]["name"] = "bad"
+        bad["spec"]["observations"][0]["accelerator"] = ""
+        with pytest.raises(ApiError, match="accelerator"):
+            api.create(bad)
+    assert profiles.observations_from_k8s("synthetic", stored["spec"]["observations"]) == runs
+    assert stored["status"]["model"]["accelerator"] == "t4"
+
+
+def on(runs: list[Observation], accelerator: str | None, slower: float = 1.0) -> list[Observation]:
+    return [
+        run.model_copy(update={"accelerator": accelerator, "execution_seconds": run.execution_seconds * slower})
+        for run in runs
+    ]
+
+
+def test_runs_that_name_no_accelerator_belong_to_every_accelerator():
+    runs = [*on(small_profile_runs(), "t4"), *on(small_profile_runs()[:4], None), *on(small_profile_runs()[:8], "a100")]
+    assert measured_accelerators(runs) == ("t4", "a100")
+    assert len(runs_on(runs, "a100")) == 12 and len(runs_on(runs, "t4")) == 36
+    assert choose_accelerator(measured_accelerators(runs), "a100").assumed is None
+    assert choose_accelerator((), "a100").used is None  # runs naming none fit any accelerator: nothing assumed
+
+
+def job_on(accelerator: str | None, workload: str = "synthetic", **notes: str) -> dict:
+    annotations = {ann.WORKLOAD: workload, ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", **notes}
+    if accelerator:
+        annotations[ann.ACCELERATOR] = accelerator
+    return gpu_job(annotations)
+
+
+@pytest.fixture(scope="module")
+def t4_store() -> profiles.ProfileStore:
+    store = profiles.ProfileStore(shipped=False)
+    store.put("default", "synthetic", "synthetic", on(small_profile_runs(), "t4"), []).fit()
+    return store
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "says"),
+    [(None, "does not say which accelerator"), ("h100", "has no runs on h100 (measured on t4)")],
+)
+def test_a_job_on_an_unknown_or_unmeasured_accelerator_falls_back_and_says_so(t4_store, accelerator, says):
+    advice = advise(job_on(accelerator), t4_store, policy=Policy(), may_resize=True, now=NOW)
+    prediction = json.loads(advice.patch["metadata"]["annotations"][ann.PREDICTION])
+    assert prediction["assumed"]["accelerator"] == "t4" and prediction["features"]["accelerator"] == accelerator
+    (message,) = [m for m in advice.messages if m.reason == "OtherAccelerator"]
+    assert message.warning and message.event and says in message.text and "default/synthetic" in message.text
+    assert any(says in warning for warning in advice.warnings)  # the admission warning kubectl prints
+
+
+def test_a_job_on_a_measured_accelerator_and_a_profile_without_accelerators_assume_nothing(t4_store):
+    advice = advise(job_on("Tesla-T4"), t4_store, policy=Policy(), may_resize=True, now=NOW)
+    assert "accelerator" not in json.loads(advice.patch["metadata"]["annotations"][ann.PREDICTION])["assumed"]
+    assert advice.messages == ()
+    plain = profiles.ProfileStore(shipped=False)
+    plain.put("default", "synthetic", "synthetic", small_profile_runs(), []).fit()
+    advice = advise(job_on("a100"), plain, policy=Policy(), may_resize=True, now=NOW)
+    assert "accelerator" not in json.loads(advice.patch["metadata"]["annotations"][ann.PREDICTION])["assumed"]
+    assert advice.messages == ()
+
+
+def test_another_accelerator_is_fitted_once_a_job_asks_and_refitted_only_when_its_runs_change():
+    store = profiles.ProfileStore(shipped=False)
+    profile = store.put(
+        "default", "p", "synthetic", [*on(small_profile_runs(), "t4"), *on(small_profile_runs(), "a100", 0.3)], []
+    )
+    profile.fit()
+    assert (profile.accelerator, profile.measured, profile.accelerator_fits) == ("a100", ("a100", "t4"), {})
+    assert store.stale() == []
+    with pytest.raises(ProfileNotReady, match="being fitted on t4"):
+        advise(job_on("t4"), store, policy=Policy(), may_resize=True, now=NOW)
+    assert store.stale() == [profile]  # the refitter fits it next, off the request path
+    profile.fit_accelerators()
+    assert store.stale() == []
+    t4_model = profile.model_for("t4")[0]
+    t4 = advise(job_on("t4"), store, policy=Policy(), may_resize=True, now=NOW)
+    a100 = advise(job_on("a100"), store, policy=Policy(), may_resize=True, now=NOW)
+    assert t4.p50 == pytest.approx(a100.p50 / 0.3, rel=0.1)  # each from its own runs
+    learned = on(small_profile_runs()[:1], "a100", 0.3)
+    profile = store.put("default", "p", "synthetic", profile.seed, learned)  # a run on a100 only
+    profile.fit()
+    assert profile.model_for("t4")[0] is t4_model  # t4's runs did not change: no refit
+
+
+def test_the_refitter_fits_an_accelerator_a_job_waits_for_without_refitting_the_profile():
+    store = profiles.ProfileStore(shipped=False)
+    runs = [*on(small_profile_runs(), "t4"), *on(small_profile_runs()[::2], "a100", 0.3)]
+    profile = store.put("default", "p", "synthetic", runs, [])
+    profile.fit()
+    assert profile.model_for("a100") == (None, None)  # asked for: due
+    published: list[profiles.Profile] = []
+    refitter = profiles.Refitter(store, published.append, interval=0.05)
+    refitter.start()
+    try:
+        deadline = time.monotonic() + 60
+        while profile.model_for("a100")[0] is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        refitter.stop()
+    model = profile.model_for("a100")[0]
+    assert model is not None and model.n_samples_ == 16
+    assert (refitter.fits, published, store.stale()) == (0, [], [])  # the profile's own fit was not redone
+
+
+@pytest.fixture(scope="module")
+def sia_cifar10() -> tuple[profiles.ProfileStore, list[Observation]]:
+    """A profile of every third Sia CIFAR-10 run on A100 and V100, less half the single-node V100 runs held out."""
+    runs = sia_observations(SIA, "cifar10", ("a100", "v100"))[::3]
+    held_out = [run for run in runs if run.accelerator == "v100" and run.nodes == 1 and run.workers > 1][::2]
+    store = profiles.ProfileStore(shipped=False)
+    profile = store.put("default", "sia", "sia-cifar10", [run for run in runs if run not in held_out], [])
+    profile.fit()
+    profile.model_for("a100" if profile.accelerator == "v100" else "v100")
+    profile.fit_accelerators()
+    return store, held_out
+
+
+def sia_job(run: Observation, product: str) -> dict:
+    """The RayJob of a Sia run: one GPU per pod, the run's workers and batch, on the nodes ``product`` names."""
+    notes = {ann.WORKLOAD: "sia-cifar10", ann.DATASET_SIZE: str(run.dataset_size), ann.BATCH_SIZE: str(run.batch_size)}
+    group = worker_group(resources=GPU, replicas=run.workers, maxReplicas=64)
+    group["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    return make_rayjob(annotations=notes, groups=[group])
+
+
+def test_a_job_selecting_v100s_is_predicted_from_the_v100_runs_not_the_a100_ones(sia_cifar10):
+    store, held_out = sia_cifar10
+    assert len(held_out) >= 10
+    actual = np.array([run.execution_seconds for run in held_out])
+
+    def predicted(product: str) -> np.ndarray:
+        advice = [advise(sia_job(run, product), store, policy=Policy(), may_resize=False, now=NOW) for run in held_out]
+        assert all(a.error is None and not a.messages for a in advice)
+        return np.array([a.p50 for a in advice])
+
+    own = np.abs(predicted("Tesla-V100-SXM2-32GB") / actual - 1)
+    other = np.abs(predicted("NVIDIA-A100-SXM4-40GB") / actual - 1)  # the same jobs as if on A100s
+    assert np.median(own) < 0.25 and np.median(other) > 0.5 and np.median(other) > 3 * np.median(own)
+
+
+def write_rayjob(tmp_path, rayjob: dict) -> str:
+    path = tmp_path / "rayjob.yaml"
+    path.write_text(yaml.safe_dump(rayjob))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def two_accelerator_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("accelerators") / "runs.csv"
+    gpu_runs = [run.model_copy(update={"gpus_per_worker": 1}) for run in small_profile_runs()]
+    write_observations(path, [*on(gpu_runs, "v100"), *on(gpu_runs, "a100", 0.4)])
+    return path
+
+
+def test_predict_compares_accelerators_priced_per_accelerator(capsys, tmp_path, two_accelerator_csv, monkeypatch):
+    monkeypatch.setenv("RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES", "A100=4,v100=1")
+    rayjob = job_on("v100", **{ann.DEADLINE: "1h"})
+    argv = ["predict", "-f", write_rayjob(tmp_path, rayjob), "--data", str(two_accelerator_csv)]
+    assert main([*argv, "--accelerators", "a100,NVIDIA-H100-80GB-HBM3,Tesla-V100-SXM2-16GB", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    rows = document["accelerators"]["what_if"]
+    assert {row["accelerator"] for row in rows} == {"a100", "v100"}
+    assert "no runs on h100 (measured on a100, v100)" in document["accelerators"]["missing"]["h100"]
+    by = {(row["accelerator"], row["replicas"]): row for row in rows}
+    replicas = sorted({r for _, r in by})
+    assert len(by) == len(rows) == 2 * len(replicas) and len(replicas) > 1
+    for count in replicas:
+        a100, v100 = by["a100", count], by["v100", count]
+        assert a100["p50"] == pytest.approx(0.4 * v100["p50"], rel=0.15)  # each from its own runs
+        # cost: the pods' CPU and GPU hours at each accelerator's price, over start-up and the median runtime
+        gpu_share = {name: 4 * 0.05 + price for name, price in (("a100", 4.0), ("v100", 1.0))}
+        assert a100["cost"] / v100["cost"] == pytest.approx(
+            gpu_share["a100"] / gpu_share["v100"] * a100["p50"] / v100["p50"], rel=1e-6
+        )
+        assert all(row["meets_deadline"] is (row["upper"] <= 3600) for row in (a100, v100))
+    assert document["prediction"]["assumed"].get("accelerator") is None  # the job's own accelerator was measured
+    assert main([*argv, "--accelerators", "a100,h100"]) == 0
+    table = capsys.readouterr().out
+    assert "what if on other accelerators" in table and "h100         no rows: the profile has no runs on h100" in table
+    assert sum(line.startswith("a100 ") for line in table.splitlines()) == len(replicas)
+
+
+def test_predict_shows_the_assumed_accelerator_and_warns(capsys, tmp_path, two_accelerator_csv):
+    argv = ["predict", "-f", write_rayjob(tmp_path, job_on("l4")), "--data", str(two_accelerator_csv)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "assumed: " in captured.out and "accelerator=a100" in captured.out
+    assert "warning: profile synthetic has no runs on l4 (measured on a100, v100)" in captured.err
+
+
+def test_fit_and_evaluate_use_one_accelerators_runs(capsys, two_accelerator_csv):
+    assert main(["fit", "--data", str(two_accelerator_csv), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert (document["accelerator"], document["n_samples"]) == ("a100", 32)  # the most measured (a tie: by name)
+    assert "runs of a100, v100: using those on a100 (--accelerator)" in captured.err
+    assert main(["fit", "--data", str(two_accelerator_csv), "--accelerator", "Tesla-V100-PCIE-32GB"]) == 0
+    assert "accelerator: v100" in capsys.readouterr().out
+    assert main(["evaluate", "--data", str(two_accelerator_csv), "--accelerator", "l4"]) == 2
+    assert "--accelerator l4: the data has no runs on it (measured on a100, v100)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["", " , "])
+def test_predict_rejects_an_empty_accelerator_list(capsys, tmp_path, value):
+    with pytest.raises(SystemExit):
+        main(["predict", "-f", write_rayjob(tmp_path, job_on(None)), "--accelerators", value])
+    assert "expected accelerator names" in capsys.readouterr().err
+
+
+def test_a_gpu_hour_is_priced_per_accelerator_with_a_default():
+    prices = load_prices({"RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES": "NVIDIA-A100-SXM4-80GB=4, t4=0.5"})
+    assert prices.accelerator_gpu_hour == {"a100": 4.0, "t4": 0.5} and prices.gpu_hour == 2.5
+    job = features_of(job_on("a100"))
+    assert prices.worker_hour(job) == pytest.approx(4 * 0.05 + 4.0)
+    assert prices.worker_hour(job.model_copy(update={"accelerator": "h100"})) == pytest.approx(4 * 0.05 + 2.5)
+    assert planner.Prices().worker_hour(job) == pytest.approx(4 * 0.05 + 2.5)
+    assert load_config({"accelerator_gpu_hour_prices": "a100=3"}).prices.accelerator_gpu_hour == {"a100": 3.0}
+    with pytest.raises(ValueError, match="expected ACCELERATOR=PRICE pairs"):
+        load_prices({"RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES": "a100:3"})
+
+
+def test_a_finished_job_teaches_a_run_on_its_accelerator_kept_apart_from_other_accelerators():
+    rayjob = job_on(None, **{ann.ACCELERATOR: "NVIDIA-A100-SXM4-80GB"})
+    rayjob["metadata"].update(uid="u-1", creationTimestamp="2026-12-02T10:00:00Z")
+    rayjob["status"] = {
+        "jobDeploymentStatus": "Complete",
+        "jobStatus": "SUCCEEDED",
+        "rayJobInfo": {"startTime": "2026-12-02T10:01:30Z", "endTime": "2026-12-02T10:11:30Z"},
+    }
+    run = completions.completion(rayjob, features_of(rayjob)).observation
+    assert run is not None and run.accelerator == "a100"
+    item = profiles.observation_to_k8s(run)
+    assert item["accelerator"] == "a100"
+    learned = history.summarise([item, {**item, "accelerator": "v100"}, item])
+    assert sorted((s["configuration"]["accelerator"], s["count"]) for s in learned.summaries) == [
+        ("a100", 2), ("v100", 1),
+    ]  # fmt: skip
