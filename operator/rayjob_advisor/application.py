@@ -108,6 +108,7 @@ def advise(
     other = choice.warning(profile.label)
     heads_up = (Message(reason="OtherAccelerator", text=other, warning=True),) if other else ()
     notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
+    notes |= {contract.PREDICTED: contract.format_duration(result.p50), contract.DEADLINE_STATUS: "none"}
     known = {"workload": inputs.workload, "p50": result.p50}
     if plan is None:
         return Advice(patch=merge(_annotations(notes), release), messages=heads_up, **known)
@@ -116,6 +117,7 @@ def advise(
     if blocker:
         plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()
+    notes[contract.DEADLINE_STATUS] = _deadline_status(plan, now, None if enforce and not blocker else result.upper)
     if enforce and not blocker:
         return _told(_resized(rayjob, job, plan, notes, release, known), *heads_up)
     text = f"recommends {plan.size}: {plan.reason}"
@@ -160,8 +162,19 @@ def _resized(
     return Advice(patch=patch, messages=(message,), resized=True, **known)
 
 
+def _deadline_status(plan: planner.Recommendation, now: dt.datetime, upper: float | None) -> contract.DeadlineStatus:
+    """``on-track`` when the job ends by its deadline at the upper bound, else ``at-risk``: at the plan's size,
+    or at its own (upper bound ``upper``) when it is not resized (the planner's rule)."""
+    if upper is None:
+        return "on-track" if plan.meets_deadline else "at-risk"
+    return "on-track" if plan.startup_seconds + upper <= (plan.deadline - now).total_seconds() else "at-risk"
+
+
 def _annotations(notes: Mapping[str, str | None]) -> MergePatch:
-    return {"metadata": {"annotations": dict(notes)}}
+    """The metadata patch of ``notes``: the label mirror's keys (``contract.LABEL_KEYS``) as labels."""
+    labels = {key: value for key, value in notes.items() if key in contract.LABEL_KEYS}
+    metadata = {"annotations": {key: value for key, value in notes.items() if key not in labels}}
+    return {"metadata": {**metadata, "labels": labels} if labels else metadata}
 
 
 def failed(body: Mapping[str, Any], message: str, *, may_resize: bool) -> Advice:
@@ -233,7 +246,7 @@ def learn(body: Mapping[str, Any], policy: Policy) -> Lesson:
         text = f"finished RayJob has a malformed status: {exc}"
         return Lesson(messages=(Message(reason="CannotLearn", text=text, warning=True),))
     messages = () if outcome is None else (_deadline_message(outcome),)
-    patch = _annotations(completion.annotations())
+    patch = _annotations(completion.annotations() | ({contract.DEADLINE_STATUS: outcome.outcome} if outcome else {}))
     return Lesson(patch=patch, messages=messages, completion=completion, deadline=outcome)
 
 

@@ -107,10 +107,10 @@ def _parser() -> argparse.ArgumentParser:
         "--workload", help="built-in workload (digits-cnn, tabular-mlp), or the name of --train-func's"
     )
     profile.add_argument("--train-func", help="your own training function, module:function")
-    profile.add_argument("--workers", type=_integers, help="worker counts, e.g. 1,2,4")
-    profile.add_argument("--dataset-sizes", type=_integers, help="samples, e.g. 8000,16000")
-    profile.add_argument("--epochs", type=_integers, default=[1], help="epochs (default 1)")
-    profile.add_argument("--batch-size", type=_integers, help="global batch sizes, e.g. 64,256")
+    profile.add_argument("--workers", type=integers, help="worker counts, e.g. 1,2,4")
+    profile.add_argument("--dataset-sizes", type=integers, help="samples, e.g. 8000,16000")
+    profile.add_argument("--epochs", type=integers, default=[1], help="epochs (default 1)")
+    profile.add_argument("--batch-size", type=integers, help="global batch sizes, e.g. 64,256")
     profile.add_argument("--cpus-per-worker", type=_numbers, default=[1.0], help="CPUs per worker (default 1)")
     profile.add_argument("--gpus-per-worker", type=_gpus, default=0.0, help="GPUs per worker (default 0)")
     profile.add_argument(
@@ -150,7 +150,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _integers(text: str) -> list[int]:
+def integers(text: str) -> list[int]:
+    """Positive integers separated by commas (``--workers 1,2,4``; the kubectl plugin's ``--replicas``)."""
     values = [int(part) for part in text.split(",") if part.strip()]
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas")
@@ -527,18 +528,20 @@ def _prediction_table(
     if recommendation is not None:
         verdict = "meets" if recommendation.meets_deadline else "MISSES"
         lines.append(f"decision: {recommendation.size} ({verdict} the deadline) - {recommendation.reason}")
-    lines += [
-        "",
-        f"what if ({where.split(':')[0]}):",
-        f"{'replicas':>8} {'GPUs/worker':>11} {'workers':>8} {'median':>10} {'upper':>10} {'cost':>10}",
-    ]
+    lines += ["", f"what if ({where.split(':')[0]}):", *what_if_table(rows)]
+    lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in notes.items()]
+    return "\n".join(lines)
+
+
+def what_if_table(rows: Sequence[planner.Option]) -> list[str]:
+    """The what-if table, a size a row (``predict`` and ``kubectl rayjob-advisor what-if`` print it)."""
+    lines = [f"{'replicas':>8} {'GPUs/worker':>11} {'workers':>8} {'median':>10} {'upper':>10} {'cost':>10}"]
     for row in rows:
         lines.append(
             f"{row.replicas:>8} {row.gpus_per_worker:>11g} {row.workers:>8} {contract.format_duration(row.p50):>10} "
             f"{contract.format_duration(row.upper):>10} {row.cost:>10.4f}"
         )
-    lines += ["", "annotations it would write:"] + [f"  {k}: {v}" for k, v in notes.items()]
-    return "\n".join(lines)
+    return lines
 
 
 def _batch_line(used: dict[str, Any]) -> str:

@@ -68,6 +68,15 @@ ACTUAL_RUNTIME_SECONDS = PREFIX + "actual-runtime-seconds"
 PREDICTION_ERROR = PREFIX + "prediction-error"
 ERROR = PREFIX + "error"
 
+# Labels written by the advisor, short mirrors of its annotations for `kubectl get rayjobs -L ...`:
+# ``predicted``: the median runtime (``predicted-runtime``); ``deadline-status``, a DeadlineStatus:
+# ``none`` (no deadline), before the end ``on-track``/``at-risk`` (the job at the size it will run at ends
+# by the deadline at the upper bound, or not), at the end ``met``/``missed``/``failed`` (DeadlineOutcome).
+PREDICTED = PREFIX + "predicted"
+DEADLINE_STATUS = PREFIX + "deadline-status"
+LABEL_KEYS = frozenset({PREDICTED, DEADLINE_STATUS})
+DeadlineStatus = Literal["none", "on-track", "at-risk", "met", "missed", "failed"]
+
 _INPUT_FIELDS = {
     WORKLOAD: "workload",
     DEADLINE: "deadline",
@@ -317,10 +326,12 @@ def parse_inputs(
 def format_duration(seconds: float) -> str:
     """Whole seconds, rounded up, as the shortest Go duration: ``17m32s``, ``2h5m``, ``45s``, ``0s``.
 
-    What we print (``predicted-runtime``, reasons) parses back as a ``deadline``.
+    What we print (``predicted-runtime``, reasons) parses back as a ``deadline``, and is a valid label value
+    (whole numbers: never ``1e+06h``).
     """
-    total = max(0, math.ceil(seconds))
-    return durationpy.to_str(dt.timedelta(seconds=total)) if total else "0s"
+    hours, rest = divmod(max(0, math.ceil(seconds)), 3600)
+    minutes, whole = divmod(rest, 60)
+    return "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (whole, "s")) if value) or "0s"
 
 
 def compact_json(value: Mapping[str, Any]) -> str:

@@ -44,7 +44,7 @@ def profile_changed(
     generation = meta.get("generation")
     try:
         wiring.load_profile(memo, namespace, name, spec, status, generation)
-    except wiring.BadProfile as exc:
+    except profiles.BadProfile as exc:
         message = f"the profile is not used: {exc}"
         kopf.warn(body, reason="BadProfile", message=message)
         condition = profiles.condition("Fitted", "False", "BadProfile", message, None, generation)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -125,11 +126,27 @@ def forecast(
 
 
 def what_if(
-    job: Features, model: RuntimeModel, confidence: float, startup: float, prices: planner.Prices
+    job: Features,
+    model: RuntimeModel,
+    confidence: float,
+    startup: float,
+    prices: planner.Prices,
+    replicas: Sequence[int] = (),
+    gpus: Sequence[float] = (),
 ) -> list[planner.Option]:
-    """Predicted runtimes and costs of every size the planner considers (one row when it cannot be resized)."""
+    """Predicted runtimes and costs of every size the planner considers (one row when it cannot be resized).
+
+    ``replicas``, ``gpus``: replica counts and GPUs per worker to try instead of the planner's, also where
+    it may not go (a question to the model, not a plan).
+    """
     require_predictable(job)
-    return planner.options(job, model, planner.sizes(job, model), confidence, startup, prices)
+    sizes = planner.sizes(job, model)
+    if replicas or gpus:
+        if job.scale_group is None:
+            raise UnpredictableJob("this RayJob has no worker group to resize")
+        planned_replicas, planned_gpus = sorted({r for r, _ in sizes}), sorted({g for _, g in sizes})
+        sizes = list(itertools.product(replicas or planned_replicas, gpus or planned_gpus))
+    return planner.options(job, model, sizes, confidence, startup, prices)
 
 
 class AcceleratorOption(planner.Option):

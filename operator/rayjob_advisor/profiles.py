@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pydantic
+
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import (
@@ -115,6 +117,25 @@ def observation_from_k8s(workload: str, item: dict[str, object]) -> Observation:
 def observations_from_k8s(workload: str, items: Sequence[dict[str, object]] | None) -> list[Observation]:
     """A RuntimeProfile's list of observations (``spec`` or ``status``)."""
     return [observation_from_k8s(workload, item) for item in items or []]
+
+
+class BadProfile(ValueError):
+    """A RuntimeProfile the operator cannot use (no workload, an invalid observation, not an object)."""
+
+
+def runs_from_k8s(
+    spec: Mapping[str, Any] | None, status: Mapping[str, Any] | None
+) -> tuple[str, list[Observation], list[Observation]]:
+    """A RuntimeProfile's workload, its seed runs (``spec``) and learned runs (``status``). Raises ``BadProfile``."""
+    try:
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("workload"), str) or not spec["workload"]:
+            raise BadProfile("spec.workload is missing: the profile names no workload")
+        workload = spec["workload"]
+        seed = observations_from_k8s(workload, spec.get("observations"))
+        learned = observations_from_k8s(workload, (status or {}).get("observations"))
+    except (pydantic.ValidationError, TypeError, AttributeError) as exc:
+        raise BadProfile(f"an observation is invalid: {exc}") from exc
+    return workload, seed, learned
 
 
 def resource_name(workload: str) -> str:

@@ -27,7 +27,6 @@ from typing import Any
 
 import kopf
 import kubernetes
-import pydantic
 
 from rayjob_advisor import contract, kubeapi, profiles
 from rayjob_advisor.application import Message, Policy
@@ -220,7 +219,7 @@ def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
         load_profile(memo, namespace, name, item.get("spec"), item.get("status"), metadata.get("generation"))
     except Exception as exc:  # BadProfile, or a bug of ours: this profile's problem, never start-up's
         logger.warning(
-            "skipping RuntimeProfile %s/%s: %s", namespace, name, exc, exc_info=not isinstance(exc, BadProfile)
+            "skipping RuntimeProfile %s/%s: %s", namespace, name, exc, exc_info=not isinstance(exc, profiles.BadProfile)
         )
         if memo.config.role == "controller" and namespace and memo.api is not None and leads(memo):
             try:
@@ -285,12 +284,8 @@ def _profile_seen(
         if isinstance(workload, str):
             memo.store.remove(namespace or "", workload)
         return
-    with contextlib.suppress(BadProfile):
+    with contextlib.suppress(profiles.BadProfile):
         load_profile(memo, namespace, name, spec, status, meta.get("generation"))
-
-
-class BadProfile(ValueError):
-    """A RuntimeProfile the operator cannot use (no workload, an invalid observation, not an object)."""
 
 
 def load_profile(
@@ -301,15 +296,8 @@ def load_profile(
     status: Mapping[str, Any] | None,
     generation: int | None = None,
 ) -> None:
-    """Put a RuntimeProfile's runs in the store; the refitter fits it if they changed. Raises ``BadProfile``."""
-    try:
-        if not isinstance(spec, Mapping) or not isinstance(spec.get("workload"), str) or not spec["workload"]:
-            raise BadProfile("spec.workload is missing: the profile names no workload")
-        workload = spec["workload"]
-        seed = profiles.observations_from_k8s(workload, spec.get("observations"))
-        learned = profiles.observations_from_k8s(workload, (status or {}).get("observations"))
-    except (pydantic.ValidationError, TypeError, AttributeError) as exc:
-        raise BadProfile(f"an observation is invalid: {exc}") from exc
+    """Put a RuntimeProfile's runs in the store; the refitter fits them if they changed. Raises ``BadProfile``."""
+    workload, seed, learned = profiles.runs_from_k8s(spec, status)
     profile = memo.store.put(namespace or "", name, workload, seed, learned)
     profile.remember((status or {}).get("conditions"))
     if (namespace or "", name) in memo.unpublished:  # fitted while following: publish now, leading
