@@ -97,6 +97,7 @@ class Recommendation(pydantic.BaseModel):
                 "deadline": self.deadline.isoformat().replace("+00:00", "Z"),
                 "upperSeconds": round(self.upper_seconds, 1),
                 "startupSeconds": round(self.startup_seconds, 1),
+                "suggestedWalltime": contract.format_duration(self.startup_seconds + self.upper_seconds),
                 "reason": self.reason,
             }
         )
