@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import tomllib
 
@@ -9,6 +10,7 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from cryptography import x509
 from kubernetes_validate.utils import latest_version
 
 from rayjob_advisor import contract as ann
@@ -31,6 +33,7 @@ VALUE_SETS = {
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
     "network policy": {"networkPolicy": {"enabled": True}},
     "network policy, webhook off": {"networkPolicy": {"enabled": True}, "webhook": {"enabled": False}},
+    "progress and hooks": {"progress": {"enabled": True}, "hooks": ["kueue", "karpenter"]},
 }
 
 NAMESPACED = [
@@ -257,6 +260,37 @@ def test_the_webhook_gets_its_connection_limits():
     )
 
 
+TOKENREVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
+
+
+def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_webhooks_certificate():
+    assert TOKENREVIEWS[0] not in rules(render({}), "ClusterRole", "advisor-rayjob-advisor-controller")[0]
+    objects = render(VALUE_SETS["progress and hooks"])
+    assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-controller") == [
+        NAMESPACED + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS
+    ]
+    assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]  # not the webhook
+    namespaced = render({"namespaces": ["ml-team"], "progress": {"enabled": True}})
+    assert rules(namespaced, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER + TOKENREVIEWS]
+    env = env_of(objects, "advisor-rayjob-advisor-controller")
+    assert env["RAYJOB_ADVISOR_PROGRESS_PORT"] == "8444" and env["RAYJOB_ADVISOR_PROGRESS_AUDIENCE"] == "rayjob-advisor"
+    assert env["RAYJOB_ADVISOR_TLS_CERT_FILE"] == "/tls/tls.crt" and env["RAYJOB_ADVISOR_SWEEP_INTERVAL_SECONDS"]
+    for role in ("controller", "webhook"):
+        assert env_of(objects, f"advisor-rayjob-advisor-{role}")["RAYJOB_ADVISOR_HOOKS"] == "kueue,karpenter"
+    (service,) = [s for s in by_kind(objects, "Service") if s["metadata"]["name"] == "advisor-rayjob-advisor-progress"]
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "progress"}]
+    (secret,) = by_kind(objects, "Secret")
+    certificate = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "advisor-rayjob-advisor-progress.ops.svc" in names.get_values_for_type(x509.DNSName)
+    managed = render({"progress": {"enabled": True}, "certManager": {"enabled": True}})
+    (certificate_request,) = by_kind(managed, "Certificate")
+    assert "advisor-rayjob-advisor-progress.ops.svc" in certificate_request["spec"]["dnsNames"]
+    assert "RAYJOB_ADVISOR_PROGRESS_PORT" not in env_of(render({}), "advisor-rayjob-advisor-controller")
+    with pytest.raises(helm.HelmRenderError, match=r"progress\.enabled needs webhook\.enabled"):
+        render({"progress": {"enabled": True}, "webhook": {"enabled": False}})
+
+
 def test_the_network_policy_is_opt_in(rendered):
     name, objects = rendered
     policies = by_kind(objects, "NetworkPolicy")
@@ -304,6 +338,8 @@ def test_the_metrics_port_is_open_to_the_configured_peers():
         ({"replicas": 3}, "replicas"),
         ({"controller": {"replicas": 0}}, "/controller/replicas"),
         ({"helmTest": {"namespace": "Not_A_Namespace"}}, "/helmTest/namespace"),
+        ({"hooks": ["slurm"]}, "/hooks/0"),
+        ({"progress": {"enabled": True, "port": 0}}, "/progress/port"),
     ],
 )
 def test_invalid_values_are_rejected_by_the_schema(values, message):

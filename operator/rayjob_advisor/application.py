@@ -15,13 +15,14 @@ annotation and a warning.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
 import pydantic
 
-from rayjob_advisor import completions, contract, planner, prediction, profiles
+from rayjob_advisor import completions, contract, hooks, planner, prediction, profiles
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import AcceleratorChoice, Observation
@@ -40,6 +41,7 @@ class Policy(pydantic.BaseModel):
     default_workload: str | None = None
     prices: planner.Prices = planner.Prices()
     namespace_labels: Mapping[str, str] = pydantic.Field(default_factory=dict)
+    hooks: frozenset[str] = frozenset()  # configured hooks (see ``hooks``); namespace labels may change them
 
 
 class Message(pydantic.BaseModel):
@@ -64,6 +66,7 @@ class Advice(pydantic.BaseModel):
     p50: float | None = None
     error: str | None = None
     resized: bool = False
+    walltime: float | None = None  # expected start-up + upper bound of the job as advised, in seconds
 
     @property
     def warnings(self) -> list[str]:
@@ -81,6 +84,22 @@ def advise(
     body: Mapping[str, Any], store: profiles.ProfileStore, *, policy: Policy, may_resize: bool, now: dt.datetime
 ) -> Advice:
     """The advisor's changes to one RayJob that has not started (an empty patch in mode ``off``).
+
+    Before KubeRay builds the cluster (``may_resize``), the enabled ``hooks`` carry the expected walltime of
+    the job as advised (resized or not) to the schedulers that read it.
+    """
+    advice = _advise(body, store, policy=policy, may_resize=may_resize, now=now)
+    enabled = hooks.enabled(policy.hooks, policy.namespace_labels)
+    if not may_resize or not enabled or advice.walltime is None:
+        return advice
+    advised = merge(copy.deepcopy(dict(body)), advice.patch)  # a resize replaces the group list the hooks add to
+    return advice.model_copy(update={"patch": merge(advice.patch, hooks.patch(advised, enabled, advice.walltime))})
+
+
+def _advise(
+    body: Mapping[str, Any], store: profiles.ProfileStore, *, policy: Policy, may_resize: bool, now: dt.datetime
+) -> Advice:
+    """``advise`` without the hooks.
 
     ``may_resize``: KubeRay has not built the cluster yet (admission of a
     CREATE, or a job held for us), so ``enforce`` may resize the scaled group
@@ -109,7 +128,7 @@ def advise(
     heads_up = (Message(reason="OtherAccelerator", text=other, warning=True),) if other else ()
     notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
     notes |= {contract.PREDICTED: contract.format_duration(result.p50), contract.DEADLINE_STATUS: "none"}
-    known = {"workload": inputs.workload, "p50": result.p50}
+    known = {"workload": inputs.workload, "p50": result.p50, "walltime": model.startup_seconds_ + result.upper}
     if plan is None:
         return Advice(patch=merge(_annotations(notes), release), messages=heads_up, **known)
     enforce = may_resize and inputs.mode == "enforce" and plan.changes
@@ -159,6 +178,7 @@ def _resized(
     patch = merge(merge(_annotations(notes), resize), release)
     listed = ", ".join(changes[:-1]) + " and " + changes[-1] if len(changes) > 1 else changes[0]
     message = Message(reason="Resized", text=f"set {plan.group} {listed}: {plan.reason}")
+    known = {**known, "walltime": plan.startup_seconds + plan.upper_seconds}  # the size the job now has
     return Advice(patch=patch, messages=(message,), resized=True, **known)
 
 

@@ -74,6 +74,25 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_max_connections: int = pydantic.Field(
         default=256, ge=1, description="open webhook connections; beyond: 503 and closed (the API server fails open)"
     )
+    sweep_interval_seconds: float = pydantic.Field(
+        default=15.0, gt=0, description="how often the leader checks running jobs (DeadlineAtRisk, RuntimeOverrun)"
+    )
+    progress_port: int = pydantic.Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="HTTPS port of the controller's progress endpoint (POST /progress, with tls_cert_file and "
+        "tls_key_file); 0: none",
+    )
+    progress_audience: str = pydantic.Field(
+        default="rayjob-advisor", min_length=1, description="the audience progress reporters' tokens must be for"
+    )
+    hooks: tuple[Literal["kueue", "karpenter"], ...] = pydantic.Field(
+        default=(),
+        description="hooks written at admission for every namespace (a namespace label "
+        "rayjob-advisor.io/hook-NAME: 'true'|'false' overrides): kueue (maxRunDurationSeconds), karpenter "
+        "(do-not-disrupt for the expected walltime)",
+    )
     cpu_hour_price: float = pydantic.Field(default=0.05, ge=0, description="planner cost of a CPU-hour")
     gpu_hour_price: float = pydantic.Field(
         default=2.5, ge=0, description="planner cost of a GPU-hour of an accelerator not priced on its own"
@@ -87,6 +106,12 @@ class OperatorConfig(pydantic.BaseModel):
     def _webhook_needs_tls(self) -> OperatorConfig:
         if self.role == "webhook" and not (self.tls_cert_file and self.tls_key_file):
             raise ValueError("the webhook role needs tls_cert_file and tls_key_file (the API server calls it over TLS)")
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _progress_needs_tls(self) -> OperatorConfig:
+        if self.progress_port and not (self.tls_cert_file and self.tls_key_file):
+            raise ValueError("the progress endpoint needs tls_cert_file and tls_key_file (reporters send tokens)")
         return self
 
     @property
@@ -104,7 +129,7 @@ class OperatorConfig(pydantic.BaseModel):
             return ()
         return tuple(dict.fromkeys((*self.namespaces, *self.shared_profile_namespaces)))
 
-    @pydantic.field_validator("namespaces", "shared_profile_namespaces", mode="before")
+    @pydantic.field_validator("namespaces", "shared_profile_namespaces", "hooks", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         return tuple(n.strip() for n in value.split(",") if n.strip()) if isinstance(value, str) else value

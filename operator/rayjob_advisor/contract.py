@@ -67,6 +67,18 @@ ORIGINAL_REPLICAS = PREFIX + "original-replicas"
 ACTUAL_RUNTIME_SECONDS = PREFIX + "actual-runtime-seconds"
 PREDICTION_ERROR = PREFIX + "prediction-error"
 ERROR = PREFIX + "error"
+# Once the job runs: its expected end at the median and at the upper bound (RFC 3339), refined by progress reports;
+# the last report (compact JSON); the Warning Events already posted (comma-separated reasons, posted once each).
+ETA = PREFIX + "eta"
+ETA_UPPER = PREFIX + "eta-upper"
+PROGRESS = PREFIX + "progress"
+ALERTS = PREFIX + "alerts"
+
+# Hooks other schedulers read, written at admission when enabled (config ``hooks`` or a namespace label
+# ``rayjob-advisor.io/hook-<name>: "true"|"false"``).
+HOOK_LABEL_PREFIX = PREFIX + "hook-"
+KUEUE_MAX_RUN_DURATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"  # a ProvisioningRequest parameter
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # on a pod: "true", or a duration from the pod's start
 
 # Labels written by the advisor, short mirrors of its annotations for `kubectl get rayjobs -L ...`:
 # ``predicted``: the median runtime (``predicted-runtime``); ``deadline-status``, a DeadlineStatus:
@@ -332,6 +344,11 @@ def format_duration(seconds: float) -> str:
     hours, rest = divmod(max(0, math.ceil(seconds)), 3600)
     minutes, whole = divmod(rest, 60)
     return "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (whole, "s")) if value) or "0s"
+
+
+def format_timestamp(moment: dt.datetime) -> str:
+    """RFC 3339 in UTC, whole seconds, ``Z``: how Kubernetes writes times."""
+    return moment.astimezone(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def compact_json(value: Mapping[str, Any]) -> str:

@@ -8,6 +8,7 @@ RuntimeProfile writes of ``kubeapi``.
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import logging
 from collections.abc import Mapping
@@ -15,8 +16,8 @@ from typing import Any
 
 import kopf
 
-from rayjob_advisor import application, kubeapi, profiles, wiring
-from rayjob_advisor.rayjob import RayJob, is_finished, is_waiting, merge
+from rayjob_advisor import application, eta, kubeapi, profiles, reports, sweep, wiring
+from rayjob_advisor.rayjob import RayJob, is_finished, is_running, is_waiting, merge
 
 REGISTRY = wiring.registry()
 logger = logging.getLogger(__name__)
@@ -75,10 +76,54 @@ def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wirin
 
 
 @kopf.on.event(*wiring.RAYJOBS, registry=REGISTRY)
-def rayjob_deleted(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Memo, **_: Any) -> None:
-    """A job deleted before it finished: its per-job gauges expire as a finished job's do (no finalizer needed)."""
+def rayjob_seen(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Memo, **_: Any) -> None:
+    """Keep the running jobs for the sweep, their ETA gauges following the annotations (refined by progress);
+    a job deleted before it finished: its per-job gauges expire as a finished job's do (no finalizer needed)."""
+    key = (RayJob(body).namespace, name, uid)
     if type == "DELETED":
-        memo.metrics.jobs.finish((RayJob(body).namespace, name, uid), None)
+        memo.metrics.jobs.finish(key, None)
+    if type == "DELETED" or not is_running(body.get("status")):
+        memo.running.pop(key, None)
+        return
+    memo.running[key] = copy.deepcopy(dict(body))
+    current = eta.written(RayJob(body).annotations)
+    if current is not None:
+        memo.metrics.eta(key, current)
+
+
+def _running(status: Mapping[str, Any], **_: Any) -> bool:
+    return is_running(status)
+
+
+@kopf.on.resume(*wiring.RAYJOBS, when=_running, backoff=RETRY_SECONDS, registry=REGISTRY)
+@kopf.on.field(*wiring.RAYJOBS, field="status.jobDeploymentStatus", when=_running, backoff=RETRY_SECONDS,
+               registry=REGISTRY)  # fmt: skip
+def started(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    """A job that has just started gets its ETA (its gauge follows the annotation: ``rayjob_seen``)."""
+    merge(patch, eta.on_start(body))
+
+
+@kopf.on.startup(backoff=RETRY_SECONDS, registry=REGISTRY)
+async def watch_running_jobs(memo: wiring.Memo, **_: Any) -> None:
+    """The controller's work on running jobs: the sweep for warnings and, if configured, the progress endpoint."""
+    config, api = memo.config, memo.kube  # set by the common start-up handler, which kopf runs first
+    memo.sweeper = sweep.Sweeper(
+        memo.running, api, memo.metrics, lambda: wiring.leads(memo), config.sweep_interval_seconds
+    )
+    memo.sweeper.start()
+    if config.progress_port and config.tls_cert_file and config.tls_key_file:
+        memo.progress = reports.ProgressServer(
+            api, config.progress_port, config.tls_cert_file, config.tls_key_file, config.progress_audience
+        )
+        await memo.progress.start()
+
+
+@kopf.on.cleanup(registry=REGISTRY)
+async def stop_watching_running_jobs(memo: wiring.Memo, **_: Any) -> None:
+    if memo.sweeper is not None:
+        await asyncio.to_thread(memo.sweeper.stop)
+    if memo.progress is not None:
+        await memo.progress.stop()
 
 
 def _advice(body: kopf.Body, memo: wiring.Memo, *, policy: application.Policy, may_resize: bool) -> application.Advice:

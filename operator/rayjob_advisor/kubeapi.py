@@ -15,7 +15,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import kubernetes
@@ -26,6 +26,7 @@ from rayjob_advisor.observations import Observation
 
 GROUP, VERSION, PLURAL = profiles.API_GROUP, "v1alpha1", "runtimeprofiles"
 PROFILES = (GROUP, VERSION, PLURAL)
+RAYJOBS = ("ray.io", "v1", "rayjobs")
 PEERINGS = ("kopf.dev", "v1")  # kopf's peering CRDs: ClusterKopfPeering, KopfPeering
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
@@ -155,17 +156,35 @@ def post_event(
     api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, reason: str, message: str, warning: bool = True
 ) -> None:
     """A core/v1 Event on the RuntimeProfile ``namespace/name`` (from any thread: kopf's own poster needs its loop)."""
+    involved = {"apiVersion": profiles.API_VERSION, "kind": profiles.KIND, "namespace": namespace, "name": name}
+    _post(api, involved, reason, message, warning)
+
+
+def post_rayjob_event(
+    api: kubernetes.client.CustomObjectsApi, rayjob: Mapping[str, Any], reason: str, message: str
+) -> None:
+    """A Warning Event on a RayJob, from a thread of ours (the sweep of running jobs)."""
+    metadata = rayjob.get("metadata") or {}
+    involved = {
+        "apiVersion": "/".join(RAYJOBS[:2]),
+        "kind": "RayJob",
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+    }
+    _post(api, involved, reason, message, warning=True)
+
+
+def _post(
+    api: kubernetes.client.CustomObjectsApi, involved: dict[str, Any], reason: str, message: str, warning: bool
+) -> None:
     now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    namespace = involved["namespace"]
     body = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"namespace": namespace, "generateName": f"{name}."},
-        "involvedObject": {
-            "apiVersion": profiles.API_VERSION,
-            "kind": profiles.KIND,
-            "namespace": namespace,
-            "name": name,
-        },
+        "metadata": {"namespace": namespace, "generateName": f"{involved['name']}."},
+        "involvedObject": {key: value for key, value in involved.items() if value is not None},
         "reason": reason,
         "message": message[:1024],
         "type": "Warning" if warning else "Normal",
@@ -178,6 +197,29 @@ def post_event(
     }
     core = kubernetes.client.CoreV1Api(api.api_client)
     retried(core.create_namespaced_event, namespace, body)
+
+
+def read_rayjob(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    """The RayJob as stored now (raises the client's 404 when there is none)."""
+    group, version, plural = RAYJOBS
+    return _object(retried(api.get_namespaced_custom_object, group, version, namespace, plural, name))
+
+
+def patch_rayjob(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+    """A merge patch of a RayJob (our annotations only: the sweep's and the progress reports')."""
+    group, version, plural = RAYJOBS
+    retried(api.patch_namespaced_custom_object, group, version, namespace, plural, name, dict(patch))
+
+
+def review_token(api: kubernetes.client.CustomObjectsApi, token: str, audiences: list[str]) -> dict[str, Any]:
+    """The API server's TokenReview of a bearer token for ``audiences``: ``status`` says who it is, if anyone."""
+    review = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview",
+        "spec": {"token": token, "audiences": audiences},
+    }
+    answer = retried(kubernetes.client.AuthenticationV1Api(api.api_client).create_token_review, review)
+    return _object(api.api_client.sanitize_for_serialization(answer))
 
 
 def append_observation(

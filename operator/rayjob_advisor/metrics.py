@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from rayjob_advisor import __version__
 from rayjob_advisor.completions import Completion, DeadlineOutcome
+from rayjob_advisor.eta import Eta
 
 PREFIX = "rayjob_advisor_"
 ERROR_BUCKETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0)
@@ -27,8 +28,20 @@ JOB_LABELS = ("namespace", "name", "uid")
 JobKey = tuple[str, str, str]
 
 
+JOB_GAUGES = (
+    ("predicted", "predicted_runtime_seconds", "the advisor's median prediction of the job's execution time"),
+    ("actual", "actual_runtime_seconds", "the job's measured execution time (rayJobInfo end - start)"),
+    (
+        "eta",
+        "eta_timestamp_seconds",
+        "when the running job is expected to end (Unix time; median, refined by progress)",
+    ),
+    ("eta_upper", "eta_upper_timestamp_seconds", "when the running job ends at the latest (Unix time; upper bound)"),
+)
+
+
 class JobGauges(Collector):
-    """``predicted_runtime_seconds`` and ``actual_runtime_seconds`` per job, dropped ``ttl`` s after it ends."""
+    """The per-job gauges of ``JOB_GAUGES`` (runtimes, ETA), dropped ``ttl`` s after the job ends."""
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
@@ -40,7 +53,12 @@ class JobGauges(Collector):
             self._jobs.setdefault(job, {}).update(values)
 
     def finish(self, job: JobKey, actual: float | None) -> None:
+        """The job ended: its series expire after ``ttl``; an ended job has no ETA any more."""
         extra = {"actual": actual} if actual is not None else {}
+        with self._lock:
+            values = self._jobs.get(job, {})
+            values.pop("eta", None)
+            values.pop("eta_upper", None)
         self.set(job, expires=time.monotonic() + self.ttl, **extra)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -49,11 +67,8 @@ class JobGauges(Collector):
             for job in [j for j, v in self._jobs.items() if v.get("expires", now + 1) <= now]:
                 del self._jobs[job]
             jobs = {job: dict(values) for job, values in self._jobs.items()}
-        for key, help_text in (
-            ("predicted", "the advisor's median prediction of the job's execution time"),
-            ("actual", "the job's measured execution time (rayJobInfo end - start)"),
-        ):
-            family = GaugeMetricFamily(f"{PREFIX}{key}_runtime_seconds", help_text, labels=JOB_LABELS)
+        for key, name, help_text in JOB_GAUGES:
+            family = GaugeMetricFamily(f"{PREFIX}{name}", help_text, labels=JOB_LABELS)
             for job, values in jobs.items():
                 if key in values:
                     family.add_metric(job, values[key])
@@ -75,6 +90,12 @@ class Metrics:
         )  # fmt: skip
         self.underestimates = Counter(
             f"{PREFIX}underestimates", "finished jobs that ran longer than predicted", ["workload"], registry=r
+        )
+        self.upper_bound_exceeded = Counter(
+            f"{PREFIX}upper_bound_exceeded",
+            "running jobs that ran longer than the prediction's upper bound (its coverage misses)",
+            ["workload"],
+            registry=r,
         )
         self.rewrites = Counter(f"{PREFIX}rewrites", "RayJobs resized in enforce mode", ["path"], registry=r)
         self.deadline_outcomes = Counter(
@@ -122,6 +143,14 @@ class Metrics:
             self.jobs.set(job, predicted=p50)
         if resized:
             self.rewrites.labels(path).inc()
+
+    def eta(self, job: JobKey, eta: Eta) -> None:
+        """A running job's current ETA (at start, then after each progress report)."""
+        self.jobs.set(job, eta=eta.median.timestamp(), eta_upper=eta.upper.timestamp())
+
+    def overran(self, workload: str | None) -> None:
+        """A running job passed its prediction's upper bound (counted once per job)."""
+        self.upper_bound_exceeded.labels(workload or "").inc()
 
     def learned(self, job: JobKey, completion: Completion | None, deadline: DeadlineOutcome | None) -> None:
         """A finished job: its actual runtime, our error, its deadline outcome, or why it was not learned."""

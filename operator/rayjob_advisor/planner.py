@@ -115,6 +115,7 @@ class Recommendation(pydantic.BaseModel):
                 "upperSeconds": round(self.upper_seconds, 1),
                 "startupSeconds": round(self.startup_seconds, 1),
                 "probability": round(self.probability, 3),
+                "suggestedWalltime": contract.format_duration(self.startup_seconds + self.upper_seconds),
                 "reason": self.reason,
             }
         )

@@ -31,12 +31,17 @@ MergePatch = dict[str, Any]
 # status.jobDeploymentStatus before KubeRay starts the job: a prediction is still useful.
 WAITING_STATUSES = frozenset({"", "New", "Initializing", "Suspended", "Suspending"})
 FINISHED_STATUSES = frozenset({"Complete", "Failed"})
+RUNNING_STATUS = "Running"
 _RESIZED_FIELDS = ("groupName", "replicas", "minReplicas", "maxReplicas")
 
 
 def is_waiting(status: Mapping[str, Any] | None) -> bool:
     """Not started yet (``status`` of the RayJob): its replicas can still change."""
     return ((status or {}).get("jobDeploymentStatus") or "") in WAITING_STATUSES
+
+
+def is_running(status: Mapping[str, Any] | None) -> bool:
+    return (status or {}).get("jobDeploymentStatus") == RUNNING_STATUS
 
 
 def is_finished(status: Mapping[str, Any] | None) -> bool:

@@ -28,12 +28,12 @@ from typing import Any
 import kopf
 import kubernetes
 
-from rayjob_advisor import contract, kubeapi, profiles
+from rayjob_advisor import contract, kubeapi, profiles, reports, sweep
 from rayjob_advisor.application import Message, Policy
 from rayjob_advisor.config import OperatorConfig
-from rayjob_advisor.metrics import Metrics
+from rayjob_advisor.metrics import JobKey, Metrics
 
-RAYJOBS = ("ray.io", "v1", "rayjobs")
+RAYJOBS = kubeapi.RAYJOBS
 PROFILES = kubeapi.PROFILES
 STORAGE_PREFIX = "rayjob-advisor.io"
 RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
@@ -53,6 +53,9 @@ class Memo:
     api: kubernetes.client.CustomObjectsApi | None = None
     priority: int | None = None  # kopf's peering priority of this controller replica; None: standalone
     unpublished: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # fits left to the leader
+    running: dict[JobKey, Mapping[str, Any]] = dataclasses.field(default_factory=dict)  # what the sweep checks
+    sweeper: sweep.Sweeper | None = None
+    progress: reports.ProgressServer | None = None
 
     def __post_init__(self) -> None:
         self.store = profiles.ProfileStore(
@@ -73,6 +76,7 @@ class Memo:
             default_workload=self.config.default_workload,
             prices=self.config.prices,
             namespace_labels=self.namespace_labels.get(namespace or "", {}),
+            hooks=frozenset(self.config.hooks),
         )
 
 

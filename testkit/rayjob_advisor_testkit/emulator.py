@@ -140,6 +140,9 @@ class ResourceSpec:
     categories: tuple[str, ...] = ()
     schema: dict[str, Any] | None = None  # openAPIV3Schema: pruning and defaulting, as the apiserver does
     validate: Validator | None = None
+    # A review (TokenReview, SubjectAccessReview): a create is answered with the object and the status this
+    # computes from it (it may raise ApiError), and nothing is stored.
+    review: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
     def api_version(self) -> str:
@@ -624,6 +627,8 @@ class _ApiServer(kmock.KubernetesScaffold):
         obj = copy.deepcopy(body)
         spec = spec or self.spec_for(api_version=obj.get("apiVersion"), kind=obj.get("kind"))
         self._check_type(spec, obj)
+        if spec.review is not None:
+            return self._review(spec, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise ApiError(400, "metadata must be an object")
@@ -672,6 +677,18 @@ class _ApiServer(kmock.KubernetesScaffold):
             obj["status"] = {"phase": "Active"}
         obj, warnings = self._admit(spec, obj)
         return self._commit(spec, key, obj, "ADDED"), warnings
+
+    def _review(self, spec: ResourceSpec, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """A review's answer: the request (pruned, validated) with its computed status; nothing is stored."""
+        assert spec.review is not None
+        if not isinstance(obj.get("metadata", {}), dict):
+            raise ApiError(400, "metadata must be an object")
+        if obj.get("metadata", {}).get("namespace"):
+            raise ApiError(400, f"namespace is not allowed on this type: {spec.kind}")
+        obj.pop("status", None)  # what the client says of the answer is ignored, as the apiserver ignores it
+        obj, warnings = self._admit(spec, obj, metadata=False)
+        obj["status"] = spec.review(obj)
+        return obj, warnings
 
     def patch_object(
         self,
@@ -827,10 +844,16 @@ class _ApiServer(kmock.KubernetesScaffold):
         released = result["metadata"].get("deletionTimestamp") and not result["metadata"].get("finalizers")
         return self._commit(spec, key, result, "DELETED" if released else "MODIFIED"), warnings
 
-    def _admit(self, spec: ResourceSpec, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """Prune unknown fields, default, validate — the apiserver's order; pruning and rejections are recorded."""
-        _check_metadata(spec, obj)
-        meta = obj["metadata"]
+    def _admit(
+        self, spec: ResourceSpec, obj: dict[str, Any], *, metadata: bool = True
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Prune unknown fields, default, validate — the apiserver's order; pruning and rejections are recorded.
+
+        ``metadata``: check ObjectMeta (reviews have none worth the name: no name, never stored).
+        """
+        if metadata:
+            _check_metadata(spec, obj)
+        meta = obj.setdefault("metadata", {})
         warnings = []
         if spec.schema is not None:
             obj, dropped = _prune(obj, spec.schema)
@@ -841,7 +864,7 @@ class _ApiServer(kmock.KubernetesScaffold):
                     Violation(
                         spec.plural,
                         meta.get("namespace"),
-                        meta["name"],
+                        meta.get("name"),
                         f"unknown field {path!r} pruned",
                         rejected=False,
                     )
@@ -851,12 +874,12 @@ class _ApiServer(kmock.KubernetesScaffold):
                 spec.validate(obj)
             except Exception as error:
                 self.violations.append(
-                    Violation(spec.plural, meta.get("namespace"), meta["name"], str(error), rejected=True)
+                    Violation(spec.plural, meta.get("namespace"), meta.get("name"), str(error), rejected=True)
                 )
                 raise ApiError(
                     422,
-                    f'{spec.kind}.{spec.group} "{meta["name"]}" is invalid: {error}',
-                    details={"name": meta["name"], "group": spec.group, "kind": spec.kind},
+                    f'{spec.kind}.{spec.group} "{meta.get("name")}" is invalid: {error}',
+                    details={"name": meta.get("name"), "group": spec.group, "kind": spec.kind},
                 ) from error
         return obj, warnings
 

@@ -1,9 +1,14 @@
 """What the emulator serves for the advisor: RayJobs (real KubeRay CRD), RuntimeProfiles (our CRD), kopf's peerings,
-core resources."""
+core resources, and TokenReviews of the service-account tokens it issues."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import secrets
+import threading
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from rayjob_advisor_testkit import emulator, schemas
@@ -11,10 +16,90 @@ from rayjob_advisor_testkit.paths import CRDS
 from rayjob_advisor_testkit.rayjobs import RAYJOB_SCHEMA
 
 RUNTIMEPROFILE_SCHEMA = schemas.crd_schema(CRDS / "rayjob-advisor.io_runtimeprofiles.yaml", "v1alpha1")
+API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"  # the API server's own, for tokens that name none
 
 
-def advisor_resources() -> list[emulator.ResourceSpec]:
-    """RayJobs and RuntimeProfiles, pruned, defaulted and validated by their CRD schemas, and the core resources."""
+@dataclasses.dataclass(frozen=True)
+class _Token:
+    namespace: str
+    service_account: str
+    audiences: tuple[str, ...]
+    expires: datetime.datetime
+    pod: str | None
+    pod_uid: str | None
+
+
+class TokenAuthority:
+    """The API server's service-account token authenticator: the tokens it issued (projected ones, as the
+    kubelet mounts them), reviewed as ``authentication.k8s.io/v1`` TokenReview answers them.
+
+    Strict where the API server is: a review needs a token (400); a token it did not issue, an expired one,
+    or one for none of the requested audiences is not authenticated (with the API server's kind of error);
+    the answer's audiences are those the token and the request share.
+    """
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, _Token] = {}
+        self._lock = threading.Lock()
+
+    def issue(
+        self,
+        namespace: str,
+        service_account: str = "default",
+        *,
+        audiences: Iterable[str] = (API_AUDIENCE,),
+        pod: str | None = None,
+        expires_in: float = 3600,
+    ) -> str:
+        """A new token of ``namespace/service_account`` (bound to ``pod`` if named), valid ``expires_in`` s."""
+        token = "emulated." + secrets.token_urlsafe(32)
+        expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in)
+        entry = _Token(namespace, service_account, tuple(audiences), expires, pod, str(uuid.uuid4()) if pod else None)
+        with self._lock:
+            self._tokens[token] = entry
+        return token
+
+    def review(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The ``status`` of a TokenReview (the request is already checked against ``TOKENREVIEW_SCHEMA``)."""
+        spec = obj.get("spec") or {}
+        token = spec.get("token")
+        if not token:
+            raise emulator.ApiError(400, "token is required for TokenReview in authentication")
+        wanted = list(spec.get("audiences") or [API_AUDIENCE])
+        with self._lock:
+            entry = self._tokens.get(token)
+        if entry is None:
+            return {"authenticated": False, "user": {}, "error": "[invalid bearer token, token lookup failed]"}
+        if entry.expires <= datetime.datetime.now(datetime.UTC):
+            return {
+                "authenticated": False,
+                "user": {},
+                "error": "[invalid bearer token, service account token has expired]",
+            }
+        shared = [audience for audience in wanted if audience in entry.audiences]
+        if not shared:
+            error = (
+                f"[invalid bearer token, token audiences {list(entry.audiences)} is invalid for the target "
+                f"audiences {wanted}]"
+            )
+            return {"authenticated": False, "user": {}, "error": error}
+        user: dict[str, Any] = {
+            "username": f"system:serviceaccount:{entry.namespace}:{entry.service_account}",
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{entry.namespace}/{entry.service_account}")),
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{entry.namespace}", "system:authenticated"],
+        }
+        if entry.pod is not None:
+            user["extra"] = {
+                "authentication.kubernetes.io/pod-name": [entry.pod],
+                "authentication.kubernetes.io/pod-uid": [entry.pod_uid],
+            }
+        return {"authenticated": True, "user": user, "audiences": shared}
+
+
+def advisor_resources(tokens: TokenAuthority | None = None) -> list[emulator.ResourceSpec]:
+    """RayJobs and RuntimeProfiles, pruned, defaulted and validated by their CRD schemas, the core resources, and
+    TokenReviews answered by ``tokens`` (a new authority if none)."""
+    tokens = tokens or TokenAuthority()
     return [
         emulator.ResourceSpec(
             "ray.io", "v1", "rayjobs", "RayJob", namespaced=True, status_subresource=True,
@@ -25,6 +110,11 @@ def advisor_resources() -> list[emulator.ResourceSpec]:
             status_subresource=True, short_names=("rtp",), schema=RUNTIMEPROFILE_SCHEMA,
             validate=schemas.schema_validator(RUNTIMEPROFILE_SCHEMA),
         ),
+        emulator.ResourceSpec(
+            "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False,
+            verbs=frozenset({"create"}), schema=schemas.TOKENREVIEW_SCHEMA,
+            validate=schemas.schema_validator(schemas.TOKENREVIEW_SCHEMA), review=tokens.review,
+        ),
         *emulator.PEERING_RESOURCES,
         *emulator.KUBE_RESOURCES,
     ]  # fmt: skip
@@ -34,7 +124,8 @@ class AdvisorEmulator(emulator.Emulator):
     """The emulator serving ``advisor_resources()``, which can act as KubeRay on the RayJobs' status."""
 
     def __init__(self) -> None:
-        super().__init__(advisor_resources())
+        self.tokens = TokenAuthority()
+        super().__init__(advisor_resources(self.tokens))
 
     def set_rayjob_status(
         self,

@@ -52,3 +52,22 @@ def schema_validator(schema: dict[str, Any]) -> Callable[[dict[str, Any]], None]
             raise ValueError("; ".join(errors))
 
     return validate
+
+
+TOKENREVIEW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "properties": {
+                "token": {"type": "string"},
+                "audiences": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    },
+}
+"""``authentication.k8s.io/v1`` TokenReview as a client sends it (its OpenAPI spec; the status is the answer)."""

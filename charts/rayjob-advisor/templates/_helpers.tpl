@@ -55,6 +55,9 @@ securityContext:
 {{- with .Values.sharedProfileNamespaces }}
 - {name: RAYJOB_ADVISOR_SHARED_PROFILE_NAMESPACES, value: {{ join "," . | quote }}}
 {{- end }}
+{{- with .Values.hooks }}
+- {name: RAYJOB_ADVISOR_HOOKS, value: {{ join "," . | quote }}}
+{{- end }}
 {{- with .Values.defaultWorkload }}
 - {name: RAYJOB_ADVISOR_DEFAULT_WORKLOAD, value: {{ . | quote }}}
 {{- end }}

@@ -1,0 +1,89 @@
+"""The sweep of running RayJobs: every few seconds, the leader posts the warnings that have become due.
+
+No finalizer and no per-object kopf timer (kopf would add a finalizer for
+one): the controller's event handler keeps the running jobs in a mapping,
+and one background thread goes through it. A warning is recorded in the
+job's ``alerts`` annotation before its Event is posted, so neither a
+restart nor a new leader posts it twice (an Event lost in between is the
+price: one missing rather than one repeated).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kubernetes
+
+from rayjob_advisor import contract, eta, kubeapi
+from rayjob_advisor.metrics import JobKey, Metrics
+from rayjob_advisor.rayjob import RayJob
+
+logger = logging.getLogger(__name__)
+
+
+class Sweeper:
+    """Checks every job in ``running`` each ``interval`` seconds while ``leads()`` (one thread, started once)."""
+
+    def __init__(
+        self,
+        running: Mapping[JobKey, Mapping[str, Any]],
+        api: kubernetes.client.CustomObjectsApi,
+        metrics: Metrics,
+        leads: Callable[[], bool],
+        interval: float,
+    ) -> None:
+        self.running = running
+        self.api = api
+        self.metrics = metrics
+        self.leads = leads
+        self.interval = interval
+        self._posted: set[tuple[str, str]] = set()  # (uid, reason): posted, whatever the watch has shown us yet
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            try:
+                if self.leads():
+                    self.sweep(dt.datetime.now(dt.UTC))
+            except Exception:  # the next sweep tries again; this thread never dies of one job or one API error
+                logger.exception("the sweep of running RayJobs failed")
+
+    def sweep(self, now: dt.datetime) -> None:
+        """Post what is due on every running job (a failure on one job does not stop the others)."""
+        jobs = dict(self.running)
+        self._posted = {(uid, reason) for uid, reason in self._posted if uid in {key[2] for key in jobs}}
+        for (namespace, name, uid), body in jobs.items():
+            due = [alert for alert in eta.due_alerts(body, now) if (uid, alert.reason) not in self._posted]
+            if not due:
+                continue
+            try:
+                self._warn(namespace, name, uid, body, due)
+            except Exception:  # reported; the job is checked again at the next sweep
+                logger.exception("could not warn RayJob %s/%s", namespace, name)
+
+    def _warn(self, namespace: str, name: str, uid: str, body: Mapping[str, Any], due: list[eta.Alert]) -> None:
+        kubeapi.patch_rayjob(self.api, namespace, name, eta.posted(body, due))
+        for alert in due:
+            self._posted.add((uid, alert.reason))
+            if alert.reason == "RuntimeOverrun":
+                self.metrics.overran(_workload(body))
+            kubeapi.post_rayjob_event(self.api, body, alert.reason, alert.text)
+
+
+def _workload(body: Mapping[str, Any]) -> str | None:
+    """The job's workload as it names it (the ``workload`` label of the metrics; empty for the default one)."""
+    rayjob = RayJob(body)
+    return rayjob.annotations.get(contract.WORKLOAD) or rayjob.labels.get(contract.WORKLOAD)

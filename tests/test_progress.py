@@ -1,0 +1,205 @@
+"""Progress reports: authenticated by TokenReview (the strict emulator's), authorized by namespace, refining the ETA;
+and the Ray Train callback that sends them, in a real Ray Train run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+import ray.cloudpickle
+
+from rayjob_advisor import contract as ann
+from rayjob_advisor import kubeapi
+from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
+from rayjob_advisor_testkit.certificates import make_certificates
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
+from rayjob_advisor_testkit.resources import AdvisorEmulator
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
+AUDIENCE = "rayjob-advisor"
+
+
+def test_token_reviews_are_answered_strictly():
+    with AdvisorEmulator() as api:
+        client = kubeapi.client(api.url)
+        token = api.tokens.issue("ml", "trainer", audiences=[AUDIENCE], pod="train-head-x")
+        status = kubeapi.review_token(client, token, [AUDIENCE, "other"])["status"]
+        assert status["authenticated"] and status["audiences"] == [AUDIENCE]
+        assert status["user"]["username"] == "system:serviceaccount:ml:trainer"
+        assert "system:serviceaccounts:ml" in status["user"]["groups"]
+        assert status["user"]["extra"]["authentication.kubernetes.io/pod-name"] == ["train-head-x"]
+        wrong_audience = kubeapi.review_token(client, token, ["other"])["status"]
+        assert not wrong_audience["authenticated"] and "audiences" in wrong_audience["error"]
+        assert not kubeapi.review_token(client, token, [])["status"]["authenticated"]  # the API server's audience
+        assert kubeapi.review_token(client, api.tokens.issue("ml"), [])["status"]["authenticated"]
+        forged = kubeapi.review_token(client, token + "x", [AUDIENCE])["status"]
+        assert not forged["authenticated"] and "invalid bearer token" in forged["error"]
+        expired = api.tokens.issue("ml", audiences=[AUDIENCE], expires_in=-1)
+        assert "expired" in kubeapi.review_token(client, expired, [AUDIENCE])["status"]["error"]
+        with pytest.raises(kubernetes.client.ApiException) as empty:
+            kubeapi.review_token(client, "", [AUDIENCE])
+        assert empty.value.status == 400
+        assert not api.objects("tokenreviews")  # reviews are answers, never stored
+
+
+# The controller's progress endpoint against the emulator.
+
+
+def job(name: str) -> dict:
+    body = make_rayjob(
+        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "1000000", ann.BATCH_SIZE: "128"},
+        groups=[worker_group(replicas=4, maxReplicas=8)],
+    )
+    body["metadata"]["name"] = name
+    return body
+
+
+def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
+    return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
+
+
+@pytest.fixture(scope="module")
+def advisor(tmp_path_factory) -> Iterator[tuple[RunningAdvisor, str]]:
+    """A controller with its progress endpoint, and the CA that signed its certificate."""
+    ca, cert, key = make_certificates(tmp_path_factory.mktemp("progress-tls"))
+    tls = {"tls_cert_file": str(cert), "tls_key_file": str(key), "progress_port": free_port()}
+    with running_advisor(objects=[profile_manifest()], **QUICK_REFITS, **tls) as running:
+        yield running, str(ca)
+        assert not [v for v in running.api.violations if v.rejected]
+
+
+def started(api: AdvisorEmulator, name: str, ago: float = 60) -> dict:
+    """Create ``name``, wait for its prediction, and start it ``ago`` seconds back; the stored job."""
+    api.create(job(name))
+    api.wait_until(lambda: notes(api, name).get(ann.PREDICTION), 60)
+    moment = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=ago)
+    api.set_rayjob_status("default", name, deployment_status="Running", job_status="RUNNING", start_time=moment)
+    api.wait_until(lambda: notes(api, name).get(ann.ETA), 5)
+    return api.get("rayjobs", "default", name)
+
+
+def post(advisor: tuple[RunningAdvisor, str], body: object, token: str | None) -> tuple[int, str]:
+    running, ca = advisor
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{running.config.progress_port}/progress",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
+    )
+    try:
+        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=ca), timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_report_from_the_jobs_namespace_refines_its_eta(advisor):
+    api = advisor[0].api
+    stored = started(api, "reported")
+    before = notes(api, "reported")[ann.ETA]
+    token = api.tokens.issue("default", "ray-head", audiences=[AUDIENCE], pod="reported-head")
+    report = {"namespace": "default", "name": "reported", "uid": stored["metadata"]["uid"], "done": 95, "total": 100}
+    status, text = post(advisor, report, token)
+    assert status == 200, text
+    answer = json.loads(text)
+    after = notes(api, "reported")
+    assert after[ann.ETA] == answer["eta"] != before  # 95 % done in a minute: far sooner than predicted
+    assert ann.parse_timestamp(answer["eta"]) < ann.parse_timestamp(before)
+    assert json.loads(after[ann.PROGRESS])["done"] == 95
+    review = api.requests("POST", "tokenreviews")[-1]
+    assert review.body["spec"] == {"token": token, "audiences": [AUDIENCE]}
+
+
+@pytest.mark.parametrize(
+    ("who", "report", "status", "words"),
+    [
+        ("none", {"done": 1, "total": 10}, 401, "no bearer token"),
+        ("forged", {"done": 1, "total": 10}, 401, "not accepted"),
+        ("api-audience", {"done": 1, "total": 10}, 401, "not accepted"),
+        ("other-namespace", {"done": 1, "total": 10}, 403, "may not report"),
+        ("job", {"done": 11, "total": 10}, 400, "more than total"),
+        ("job", {"done": 1, "total": 10, "extra": 1}, 400, "extra"),
+        ("job", {"done": 1, "total": 10, "name": "missing"}, 404, "no RayJob default/missing"),
+        ("job", {"done": 1, "total": 10, "uid": "another"}, 409, "another job"),
+    ],
+)
+def test_reports_are_refused_with_one_line_saying_why(advisor, who, report, status, words):
+    api = advisor[0].api
+    name = f"refused-{status}-{len(api.objects('rayjobs'))}"
+    started(api, name)
+    tokens = {
+        "none": None,
+        "forged": "emulated.forged",
+        "api-audience": api.tokens.issue("default"),
+        "other-namespace": api.tokens.issue("kube-system", audiences=[AUDIENCE]),
+        "job": api.tokens.issue("default", audiences=[AUDIENCE]),
+    }
+    body = {"namespace": "default", "name": name, **report}
+    answer, text = post(advisor, body, tokens[who])
+    assert (answer, words in text) == (status, True), text
+    assert ann.PROGRESS not in notes(api, name)
+
+
+def test_a_job_not_running_cannot_be_reported_on(advisor):
+    api = advisor[0].api
+    api.create(job("waiting"))
+    api.wait_until(lambda: notes(api, "waiting").get(ann.PREDICTION), 60)
+    token = api.tokens.issue("default", audiences=[AUDIENCE])
+    status, text = post(advisor, {"namespace": "default", "name": "waiting", "done": 1, "total": 2}, token)
+    assert status == 409 and "not running" in text
+
+
+@pytest.mark.ray
+def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path):
+    """A real Ray Train run reports 4 epochs through ``AdvisorProgress``; the job's ETA moves with them."""
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    from rayjob_advisor.profiling.harness import ray_session
+    from rayjob_advisor.profiling.progress import AdvisorProgress
+
+    running, ca = advisor
+    api = running.api
+    stored = started(api, "real", ago=5)
+    predicted = notes(api, "real")[ann.ETA]
+    token_file = tmp_path / "token"
+    token_file.write_text(api.tokens.issue("default", "ray-head", audiences=[AUDIENCE]))
+    callback = AdvisorProgress(
+        total=4,
+        unit="epochs",
+        url=f"https://127.0.0.1:{running.config.progress_port}/progress",
+        rayjob="real",
+        namespace="default",
+        uid=stored["metadata"]["uid"],
+        token_file=str(token_file),
+        ca_file=ca,
+        interval=0,
+    )
+
+    def train(config: dict) -> None:
+        import ray.train
+
+        for epoch in range(4):
+            time.sleep(0.2)
+            ray.train.report({"epoch": epoch})
+
+    trainer = DataParallelTrainer(
+        train,
+        scaling_config=ScalingConfig(num_workers=1),
+        run_config=RunConfig(storage_path=str(tmp_path / "ray"), callbacks=[callback]),
+    )
+    with ray_session():
+        trainer.fit()
+    final = notes(api, "real")  # the last report was sent before fit() returned
+    assert json.loads(final[ann.PROGRESS])["done"] == 4
+    assert final[ann.ETA] != predicted
+    assert ann.parse_timestamp(final[ann.ETA]) < ann.parse_timestamp(predicted)  # done long before the prediction
+    assert json.loads(final[ann.PROGRESS])["unit"] == "epochs"
