@@ -9,6 +9,7 @@ import re
 
 import yaml
 
+from benchmarks import dashboard_picture
 from rayjob_advisor.metrics import ADMISSION_BUCKETS, ERROR_BUCKETS, Metrics
 from rayjob_advisor_testkit import prometheus
 from rayjob_advisor_testkit.prometheus import DASHBOARD
@@ -119,3 +120,16 @@ def test_promtool_evaluates_every_panel_query_to_what_it_should_show(promtool, t
     unit = {"rule_files": [], "tests": [{"interval": "1m", "input_series": SERIES, "promql_expr_test": tests}]}
     (tmp_path / "dashboard.test.yaml").write_text(yaml.safe_dump(unit))
     assert "SUCCESS" in promtool("test", "rules", str(tmp_path / "dashboard.test.yaml"))
+
+
+def test_the_picture_names_and_colours_lines_as_grafana_does():
+    job = {"namespace": "ml", "name": "a", "uid": "u1"}
+    scraped = {"job": "advisor-rayjob-advisor-controller-metrics", "instance": "127.0.0.1:9090"}
+    matrix = [{"metric": {"__name__": "rayjob_advisor_predicted_runtime_seconds", **job, **scraped},
+               "values": [[10, "600"], [11.5, "601.5"]]}]  # fmt: skip
+    vector = [{"metric": {"__name__": "rayjob_advisor_actual_runtime_seconds", **job}, "value": [12, "660"]}]
+    (predicted,) = dashboard_picture.series(matrix, "predicted {{namespace}}/{{ name }}{{workload}}")
+    (actual,) = dashboard_picture.series(vector, "actual {{namespace}}/{{name}}")
+    assert (predicted.legend, predicted.times, predicted.values) == ("predicted ml/a", [10.0, 11.5], [600.0, 601.5])
+    assert (actual.legend, actual.times, actual.values) == ("actual ml/a", [12.0], [660.0])
+    assert predicted.key == actual.key == "name=a,namespace=ml,uid=u1"  # one colour for the job in both queries
