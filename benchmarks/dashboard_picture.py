@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import importlib.util
 import json
 import math
 import pathlib
@@ -289,7 +290,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=pathlib.Path, default=REPO / "docs" / "dashboard.png")
     args = parser.parse_args()
-    prometheus.tool("prometheus")  # not installed: one line now rather than after the operators' start-up
+    try:  # what is missing says so in one line now, not after the run
+        prometheus.tool("prometheus")
+    except prometheus.MissingTool as missing:
+        raise SystemExit(f"benchmarks.dashboard_picture: {missing}") from None
+    if importlib.util.find_spec("matplotlib") is None:
+        raise SystemExit("benchmarks.dashboard_picture: no matplotlib: .venv/bin/pip install -e '.[picture]'")
     noisy = profile_manifest(synthetic_observations(noise=0.1)[::4], workload=NOISY)
     with tempfile.TemporaryDirectory(prefix="dashboard-") as folder, AdvisorEmulator() as api:
         api.create_namespace(NAMESPACE)

@@ -21,9 +21,11 @@ def synthetic() -> list[Observation]:
 def promtool() -> Callable[..., str]:
     """Runs Prometheus's promtool (its output; an assertion with it if it fails). Not installed: one line, fail."""
     try:
-        binary = prometheus.tool("promtool")
-    except prometheus.MissingTool as missing:
-        pytest.fail(str(missing), pytrace=False)
+        binary, missing = prometheus.tool("promtool"), ""
+    except prometheus.MissingTool as error:
+        binary, missing = "", str(error)
+    if missing:  # outside the except: the one line alone, without the exception it handled
+        pytest.fail(missing, pytrace=False)
 
     def run(*args: str) -> str:
         done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300, check=False)
