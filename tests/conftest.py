@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
+
 import pytest
 
 from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit import paths
+from rayjob_advisor_testkit import prometheus
 from rayjob_advisor_testkit.profiles import synthetic_observations
 
 
@@ -20,3 +24,21 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def synthetic() -> list[Observation]:
     return synthetic_observations()
+
+
+@pytest.fixture(scope="session")
+def promtool() -> Callable[..., str]:
+    """Runs Prometheus's promtool (its output; an assertion with it if it fails). Not installed: one line, fail."""
+    try:
+        binary, missing = prometheus.tool("promtool"), ""
+    except prometheus.MissingTool as error:
+        binary, missing = "", str(error)
+    if missing:  # outside the except: the one line alone, without the exception it handled
+        pytest.fail(missing, pytrace=False)
+
+    def run(*args: str) -> str:
+        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, f"promtool {' '.join(args)}:\n{done.stdout}{done.stderr}"
+        return done.stdout
+
+    return run

@@ -22,13 +22,16 @@ from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 CHART = REPO / "charts" / "rayjob-advisor"
 KUBERNETES = latest_version()
 # Kinds of other projects' CRDs (no schema in kubernetes-validate): checked by hand below.
-FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "ClusterKopfPeering", "KopfPeering"}
+FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PrometheusRule", "ClusterKopfPeering", "KopfPeering"}
 FOREIGN_GROUPS = ("cert-manager.io/v1", "monitoring.coreos.com/v1", "kopf.dev/v1")
 
 VALUE_SETS = {
     "defaults": {},
     "webhook off": {"webhook": {"enabled": False}},
-    "cert-manager": {"certManager": {"enabled": True}, "metrics": {"serviceMonitor": {"enabled": True}}},
+    "cert-manager": {
+        "certManager": {"enabled": True},
+        "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+    },
     "single namespace": {"namespaces": ["ml-team"], "dashboard": {"namespace": "monitoring"}},
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
     "network policy": {"networkPolicy": {"enabled": True}},
@@ -335,6 +338,8 @@ def test_the_metrics_port_is_open_to_the_configured_peers():
         ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
         ({"sharedProfileNamespaces": ["Platform"]}, "/sharedProfileNamespaces/0"),
         ({"metrics": {"port": 0}}, "/metrics/port"),
+        ({"metrics": {"prometheusRule": {"window": "1 day"}}}, "/metrics/prometheusRule/window"),
+        ({"metrics": {"prometheusRule": {"coverageTarget": 1.5}}}, "/metrics/prometheusRule/coverageTarget"),
         ({"replicas": 3}, "replicas"),
         ({"controller": {"replicas": 0}}, "/controller/replicas"),
         ({"helmTest": {"namespace": "Not_A_Namespace"}}, "/helmTest/namespace"),

@@ -25,6 +25,8 @@ PREFIX = "rayjob_advisor_"
 ERROR_BUCKETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0)
 ADMISSION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 JOB_LABELS = ("namespace", "name", "uid")
+DEADLINE_OUTCOMES = ("met", "missed", "failed")  # completions.DeadlineOutcome.outcome
+REWRITE_PATHS = ("controller", "webhook")
 JobKey = tuple[str, str, str]
 
 
@@ -101,6 +103,12 @@ class Metrics:
         self.deadline_outcomes = Counter(
             f"{PREFIX}deadline_outcomes", "finished jobs with a deadline", ["outcome"], registry=r
         )
+        # Known label values start at 0: increase() and rate() count nothing of a series' first sample, so a counter
+        # that appeared at 1 would hide its first event from the dashboard and the alerts.
+        for outcome in DEADLINE_OUTCOMES:
+            self.deadline_outcomes.labels(outcome)
+        for path in REWRITE_PATHS:
+            self.rewrites.labels(path)
         self.unlearned = Counter(
             f"{PREFIX}jobs_not_learned", "finished jobs not learned from, by outcome", ["outcome"], registry=r
         )
