@@ -8,8 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from rayjob_advisor.observations import Observation
-from rayjob_advisor_testkit import paths
-from rayjob_advisor_testkit import prometheus
+from rayjob_advisor_testkit import paths, prometheus
 from rayjob_advisor_testkit.profiles import synthetic_observations
 
 

@@ -29,8 +29,6 @@ from rayjob_advisor.rayjob import RayJob
 
 RAYJOBS = ("ray.io", "v1", "rayjobs")
 # Written by the controller once a job has started: its median and upper-bound ends (RFC 3339).
-ETA = contract.PREFIX + "eta"
-ETA_UPPER = contract.PREFIX + "eta-upper"
 PROG = "kubectl rayjob-advisor"
 EXAMPLES = """examples:
   # The advisor's prediction, recommendation, ETA and errors of a RayJob, in words
@@ -199,9 +197,9 @@ def describe(body: Mapping[str, Any], now: dt.datetime) -> str:
     lines += _prediction_lines(notes.get(contract.PREDICTION))
     lines += _deadline_lines(rayjob, labels.get(contract.DEADLINE_STATUS), now)
     lines += _recommendation_lines(_read_json(notes.get(contract.RECOMMENDATION)), notes)
-    if notes.get(ETA):
-        upper = f", at the latest {notes[ETA_UPPER]} (upper bound)" if notes.get(ETA_UPPER) else ""
-        lines.append(("ETA", f"{notes[ETA]} (median){upper}"))
+    if notes.get(contract.ETA):
+        upper = f", at the latest {notes[contract.ETA_UPPER]} (upper bound)" if notes.get(contract.ETA_UPPER) else ""
+        lines.append(("ETA", f"{notes[contract.ETA]} (median){upper}"))
     lines += _actual_lines(notes)
     lines.append(("Error", notes.get(contract.ERROR) or "<none>"))
     width = max(len(key) for key, _ in lines) + 2
@@ -285,7 +283,7 @@ def list_rayjobs(cluster: Cluster, args: argparse.Namespace) -> str:
             notes.get(contract.PREDICTED_RUNTIME),
             _duration((_read_json(notes.get(contract.PREDICTION)) or {}).get("upper")),
             labels.get(contract.DEADLINE_STATUS),
-            notes.get(ETA),
+            notes.get(contract.ETA),
             _duration(notes.get(contract.ACTUAL_RUNTIME_SECONDS)),
             "yes" if notes.get(contract.ERROR) else None,
         ]
