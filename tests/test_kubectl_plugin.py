@@ -125,7 +125,7 @@ def test_describe_says_the_prediction_plan_eta_and_outcome_in_words(live, kubect
     notes = submit(api, "train", **{ann.DEADLINE: "1h"})
     result = json.loads(notes[ann.PREDICTION])
     plan = json.loads(notes[ann.RECOMMENDATION])
-    eta = {kubectl_plugin.ETA: "2026-12-02T12:10:00Z", kubectl_plugin.ETA_UPPER: "2026-12-02T12:12:00Z"}
+    eta = {ann.ETA: "2026-12-02T12:10:00Z", ann.ETA_UPPER: "2026-12-02T12:12:00Z"}
     api.patch("rayjobs", "default", "train", {"metadata": {"annotations": eta}})  # as the controller does at start
 
     answer = kubectl("rayjob-advisor", "describe", "train", "-n", "default")

@@ -34,7 +34,13 @@ def store() -> profiles.ProfileStore:
 
 
 def job(mode: str = "recommend", deadline: str | None = None, replicas: int = 1) -> dict:
-    notes = {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.MODE: mode}
+    notes = {
+        ann.WORKLOAD: "synthetic",
+        ann.DATASET_SIZE: "16000",
+        ann.BATCH_SIZE: "64",
+        ann.EPOCHS: "1",
+        ann.MODE: mode,
+    }
     if deadline is not None:
         notes[ann.DEADLINE] = deadline
     rayjob = make_rayjob(

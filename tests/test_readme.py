@@ -27,7 +27,9 @@ def contract_keys() -> set[str]:
 def test_every_key_of_the_contract_has_a_row_in_the_readme_tables():
     rows = set(re.findall(r"^\| `(rayjob-advisor\.io/[-a-z]+)` \|", README, flags=re.MULTILINE))
     assert len(contract_keys()) > 15  # the enumeration finds the contract's keys
-    assert contract_keys() <= rows, f"keys missing from the README's Annotations tables: {contract_keys() - rows}"
+    prefixed = {key for key in contract_keys() if key.endswith("-") and any(row.startswith(key) for row in rows)}
+    missing = contract_keys() - rows - prefixed  # a key ending in "-" (hook-) is a prefix: its names have rows
+    assert not missing, f"keys missing from the README's Annotations tables: {missing}"
 
 
 def test_the_first_commands_are_the_set_up_and_test_that_ci_runs():

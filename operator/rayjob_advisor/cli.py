@@ -521,8 +521,9 @@ def _prediction_table(
     ]
     lines += [_batch_line(result.features), _placement_line(result.features)]
     if result.assumed:
-        assumed = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.assumed.items())
-        lines.append(f"assumed: {assumed} (from the profile: not in the job, or never varied in the profile)")
+        lines.append(
+            f"assumed: {result.assumptions} (from the profile: not in the job, or never varied in the profile)"
+        )
     if job.resize_blocker:
         lines.append(f"not resizable: {job.resize_blocker}")
     if recommendation is not None:

@@ -214,7 +214,7 @@ def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
     except pydantic.ValidationError:
         return [("Prediction", f"unreadable {contract.PREDICTION} annotation: {raw}")]
     used = ", ".join(f"{key}={value}" for key, value in result.features.items() if value is not None)
-    assumed = ", ".join(f"{key}={value:g}" for key, value in result.assumed.items())
+    assumed = result.assumptions
     at = result.time.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     return [
         (
@@ -226,7 +226,7 @@ def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
         ("  Features", used),
         (
             "  Assumptions",
-            f"{assumed} (the profile never varied these: predicted at its values)" if assumed else "<none>",
+            f"{assumed} (from the profile: not in the job, or never varied in the profile)" if assumed else "<none>",
         ),
     ]
 

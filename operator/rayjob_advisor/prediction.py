@@ -52,6 +52,11 @@ class Prediction(pydantic.BaseModel):
     assumed: dict[str, float | str]
     time: dt.datetime
 
+    @property
+    def assumptions(self) -> str:
+        """``assumed`` in words for people: ``epochs=1, placement=packed`` (empty when nothing was assumed)."""
+        return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.assumed.items())
+
     def annotations(self) -> dict[str, str]:
         """The annotations the advisor writes for this prediction (DESIGN §3)."""
         return {

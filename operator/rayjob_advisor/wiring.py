@@ -85,13 +85,17 @@ class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
 
     kopf drops every annotation under its storage prefix from the essence;
     ours shares the prefix with the users' inputs, whose changes must
-    trigger a new prediction. (Our outputs stay out, or every write of ours
-    would trigger another.)
+    trigger a new prediction. Our outputs stay out, the label mirror
+    (``contract.LABEL_KEYS``) too, or every write of ours would trigger another.
     """
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
         inputs = [("metadata", "annotations", key) for key in contract.INPUT_KEYS]
-        return super().build(body=body, extra_fields=[*(extra_fields or ()), *inputs])
+        essence = super().build(body=body, extra_fields=[*(extra_fields or ()), *inputs])
+        labels = essence.get("metadata", {}).get("labels")
+        for key in contract.LABEL_KEYS & set(labels or ()):
+            del labels[key]
+        return essence
 
 
 class InputsAwareProgress(kopf.AnnotationsProgressStorage):
