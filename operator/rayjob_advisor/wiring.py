@@ -92,8 +92,8 @@ class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
         inputs = [("metadata", "annotations", key) for key in contract.INPUT_KEYS]
         essence = super().build(body=body, extra_fields=[*(extra_fields or ()), *inputs])
-        labels = essence.get("metadata", {}).get("labels")
-        for key in contract.LABEL_KEYS & set(labels or ()):
+        labels = essence.get("metadata", {}).get("labels") or {}
+        for key in contract.LABEL_KEYS & set(labels):
             del labels[key]
         return essence
 
