@@ -34,8 +34,11 @@ that kind is judged on was seen, while the other placements at b and the
 other batches stay, as a profile would have them. Among those are other
 placements of as many GPUs on as many nodes (``33`` beside packed ``24``):
 the model's design does not tell them apart, so its anchoring on measured
-configurations uses them. ``--strict`` holds out every run at b instead
-(the job's per-GPU batch was never profiled). Deadlines are drawn
+configurations uses them. ``--holdout batch`` holds out every run at b
+instead (the job's per-GPU batch was never profiled); ``--holdout half``
+holds out every other GPU count's placement at b (two folds, the jobs split
+between them), so that about half of the sizes a job may get were measured —
+the profile of a team that measured some sizes and asks about the others. Deadlines are drawn
 loose or tight as above, from the job's candidates' true runtimes. The
 planner (``planner.recommend`` on the Features of a real RayJob manifest),
 the oracle (fewest GPU-seconds that truly fit, else the fastest) and the
@@ -51,7 +54,7 @@ the shipped profile) and, in the same run, to a kopf webhook whose mutate
 handler does nothing.
 
     .venv/bin/python -m benchmarks.deadlines [--deadlines 5] [--requests 300] [--batches 4] [--gpu-jobs 20]
-        [--quick] [--strict] [--parts cpu,gpu,latency]
+        [--quick] [--holdout placements|batch|half] [--parts cpu,gpu,latency]
 """
 
 from __future__ import annotations
@@ -187,13 +190,14 @@ class PolluxProfile:
             return [usable[len(usable) // 2]]
         return [usable[round(i)] for i in np.linspace(0, len(usable) - 1, count)]
 
-    def training_runs(self, policy: str, batch: int, strict: bool = False) -> list[Observation]:
-        """The profile less every run at ``batch`` on one of ``policy``'s placements, or at all (module docstring)."""
-        judged = {(placement(policy, gpus), batch) for gpus in range(1, MAX_GPUS + 1)}
+    def training_runs(self, policy: str, batch: int, holdout: str = "placements", fold: int = 0) -> list[Observation]:
+        """The profile less the runs ``holdout`` names (module docstring); ``fold``: which half, for ``half``."""
+        gpus = [n for n in range(1, MAX_GPUS + 1) if holdout != "half" or n % 2 == fold]
+        judged = {(placement(policy, n), batch) for n in gpus}
         return [
             run
             for run in self.runs
-            if not (configuration(run) in judged or (strict and configuration(run)[1] == batch))
+            if not (configuration(run) in judged or (holdout == "batch" and configuration(run)[1] == batch))
         ]
 
     def truth(self, policy: str, batch: int, gpus: int, samples: int) -> float:
@@ -244,15 +248,17 @@ def new_tally() -> Tally:
     return collections.defaultdict(lambda: {"hits": 0.0, "jobs": 0.0, "cost": 0.0})
 
 
-def gpu_replay(profile: PolluxProfile, policy: str, batch: int, jobs: int, strict: bool) -> dict[str, Tally]:
+def gpu_replay(profile: PolluxProfile, policy: str, batch: int, jobs: int, holdout: str) -> dict[str, Tally]:
     """Jobs of one workload, placement policy and per-GPU batch, per regime (module docstring)."""
-    model = RuntimeModel().fit(profile.training_runs(policy, batch, strict))
+    folds = (0, 1) if holdout == "half" else (0,)
+    models = [RuntimeModel().fit(profile.training_runs(policy, batch, holdout, fold)) for fold in folds]
     gpus = profile.candidates(policy, batch)
     results: dict[str, Tally] = {}
     for regime, bounds in REGIMES.items():
         rng = np.random.default_rng(zlib.crc32(f"{profile.workload}:{policy}:{batch}:{regime}".encode()))
         tally = results[regime] = new_tally()
-        for _ in range(jobs):
+        for index in range(jobs):
+            model = models[index % len(models)]
             samples = int(rng.uniform(0.125, 1.0) * profile.samples)
             totals = {n: profile.truth(policy, batch, n, samples) for n in gpus}
             left = rng.uniform(*bounds(list(totals.values())))
@@ -284,10 +290,15 @@ def scores(tally: Tally) -> str:
     return f"{int(tally['planner']['jobs']):>5} " + "   ".join(cells)
 
 
+HOLDOUTS = {
+    "placements": "the batch's runs on the policy's placements",
+    "batch": "every run at the batch",
+    "half": "the batch's runs on every other size's placement",
+}
 TARGETS = {"loose": (0.95, 0.15), "tight": (0.90, math.inf)}  # hit rate at least, GPU-seconds over the oracle at most
 
 
-def gpu_replays(models: Sequence[str], batches: int, jobs: int, strict: bool) -> None:
+def gpu_replays(models: Sequence[str], batches: int, jobs: int, holdout: str) -> None:
     """Every workload, placement policy and regime; a table per regime, overall rows and the issue's targets."""
     overall: dict[tuple[str, str], Tally] = collections.defaultdict(new_tally)
     rows: dict[str, list[str]] = collections.defaultdict(list)
@@ -298,7 +309,7 @@ def gpu_replays(models: Sequence[str], batches: int, jobs: int, strict: bool) ->
             chosen = profile.batches(policy, batches)
             per_regime: dict[str, Tally] = collections.defaultdict(new_tally)
             for batch in chosen:
-                for regime, tally in gpu_replay(profile, policy, batch, jobs, strict).items():
+                for regime, tally in gpu_replay(profile, policy, batch, jobs, holdout).items():
                     add(per_regime[regime], tally)
                     add(overall[(policy, regime)], tally)
             for regime, tally in per_regime.items():
@@ -308,7 +319,7 @@ def gpu_replays(models: Sequence[str], batches: int, jobs: int, strict: bool) ->
         f"{'workload, placement, per-GPU batches':<44} {'jobs':>5} {'planner hits, GPU-s':>19}   {'as submitted':>17}"
     )
     for regime, lines in rows.items():
-        held_out = "every run at the batch" if strict else "the batch's runs on the policy's placements"
+        held_out = HOLDOUTS[holdout]
         print(f"\nGPU scaling, {regime} deadlines (GPU-seconds vs the oracle; held out: {held_out})")
         print(header)
         print("\n".join(lines))
@@ -372,7 +383,7 @@ def main() -> None:
     parser.add_argument("--gpu-jobs", type=int, default=20, help="GPU jobs per workload, placement, batch, regime")
     parser.add_argument("--workloads", default=",".join(POLLUX_WORKLOADS), help="Pollux workloads to replay")
     parser.add_argument("--quick", action="store_true", help="one batch per workload and 10 jobs")
-    parser.add_argument("--strict", action="store_true", help="hold out every run at the job's per-GPU batch")
+    parser.add_argument("--holdout", choices=HOLDOUTS, default="placements", help="what the profile lacks")
     parser.add_argument("--parts", default="cpu,gpu,latency", help="which of cpu, gpu, latency to run")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -381,7 +392,7 @@ def main() -> None:
             replay(args.deadlines, regime)
     if "gpu" in parts:
         batches, jobs = (1, 10) if args.quick else (args.batches, args.gpu_jobs)
-        gpu_replays(args.workloads.split(","), batches, jobs, args.strict)
+        gpu_replays(args.workloads.split(","), batches, jobs, args.holdout)
     if "latency" in parts:
         latencies(args.requests)
 

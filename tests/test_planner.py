@@ -313,6 +313,6 @@ def test_the_gpu_replay_judges_only_configurations_its_model_never_saw():
 
 def test_the_strict_gpu_replay_holds_out_every_run_at_the_jobs_batch():
     profile = deadlines.PolluxProfile.shipped("imagenet")
-    training = profile.training_runs("packed", 200, strict=True)
+    training = profile.training_runs("packed", 200, holdout="batch")
     assert all(deadlines.configuration(run)[1] != 200 for run in training)
     assert len(training) == len(profile.runs) - 108  # every placement of 1-16 GPUs over 1-4 nodes was run at 200

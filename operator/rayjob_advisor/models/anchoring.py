@@ -7,6 +7,13 @@ runs say more about that configuration than the curve does. The prediction
 there is multiplied by the geometric mean of ``measured / fitted`` over
 those runs, shrunk towards 1 as if one more run had matched the model
 exactly (one run moves it half-way; many runs almost all the way).
+
+A layout — the same configuration at any per-worker batch — anchors
+first, the same way: a placement's quirks (a 16-GPU ring slower than a
+15-GPU one on the same nodes) show at every batch size, so a batch the
+profile never ran on that placement still gets them. Its factor is part of
+the model's own prediction (``Point.predict``'s ``unanchored``); only the
+exact configuration counts as measured for the bound.
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ import numpy as np
 from rayjob_advisor.models import design
 
 
-def configuration_keys(X: np.ndarray) -> np.ndarray:
-    """Each row's configuration: every design column but the work, with the batch per worker."""
-    local = X[:, design.BATCH] / X[:, design.WORKERS]
+def configuration_keys(X: np.ndarray, batch: bool = True) -> np.ndarray:
+    """Each row's configuration: every design column but the work, with the batch per worker unless ``batch``
+    is False (its layout)."""
     columns = [X[:, design.EPOCHS], X[:, design.WORKERS], X[:, design.CPUS], X[:, design.GPUS], X[:, design.NODES]]
-    return np.round(np.column_stack([*columns, local]), 6)
+    if batch:
+        columns.append(X[:, design.BATCH] / X[:, design.WORKERS])
+    return np.round(np.column_stack(columns), 6)
 
 
 def _match(known: np.ndarray, asked: np.ndarray) -> np.ndarray:
@@ -36,30 +45,31 @@ def _match(known: np.ndarray, asked: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class Anchors:
-    """Correction factor per measured configuration."""
+    """Correction factor per measured configuration (``batch``: per layout when False)."""
 
     keys: np.ndarray
     factors: np.ndarray
+    batch: bool = True
 
     @classmethod
-    def none(cls) -> Anchors:
+    def none(cls, batch: bool = True) -> Anchors:
         """No measured configuration: every prediction as the model makes it."""
-        return cls(np.zeros((0, 6)), np.zeros(0))
+        return cls(np.zeros((0, 6 if batch else 5)), np.zeros(0), batch)
 
     @classmethod
-    def fit(cls, X: np.ndarray, y: np.ndarray, fitted: np.ndarray) -> Anchors:
+    def fit(cls, X: np.ndarray, y: np.ndarray, fitted: np.ndarray, batch: bool = True) -> Anchors:
         """From the runs ``X, y`` and the model's predictions of them (``fitted``, finite and positive)."""
-        keys, inverse = np.unique(configuration_keys(X), axis=0, return_inverse=True)
+        keys, inverse = np.unique(configuration_keys(X, batch), axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         log_sums = np.bincount(inverse, weights=np.log(y / fitted), minlength=len(keys))
         counts = np.bincount(inverse, minlength=len(keys))
-        return cls(keys, np.exp(log_sums / (counts + 1)))
+        return cls(keys, np.exp(log_sums / (counts + 1)), batch)
 
     def apply(self, X: np.ndarray, predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The anchored predictions, and which runs had a measured configuration."""
         if not len(self.keys):
             return predicted, np.zeros(len(X), dtype=bool)
-        position = _match(self.keys, configuration_keys(X))
+        position = _match(self.keys, configuration_keys(X, self.batch))
         anchored = position >= 0
         factors = np.where(anchored, self.factors[np.maximum(position, 0)], 1.0)
         return np.asarray(predicted * factors, dtype=float), anchored

@@ -33,13 +33,16 @@ class Point:
     estimator: RegressorMixin
     seconds_per_sample: float
     max_workers: float
+    layouts: Anchors
     anchors: Anchors
 
     @classmethod
     def fit(cls, name: str, X: np.ndarray, y: np.ndarray) -> Point:
         rate = float(np.min(y * design.resources(X) / X[:, design.WORK]))
-        unanchored = cls(name, CANDIDATES[name]().fit(X, y), rate, float(np.max(X[:, design.WORKERS])), Anchors.none())
-        return dataclasses.replace(unanchored, anchors=Anchors.fit(X, y, unanchored.predict(X)[1]))
+        estimator = CANDIDATES[name]().fit(X, y)
+        bare = cls(name, estimator, rate, float(np.max(X[:, design.WORKERS])), Anchors.none(False), Anchors.none())
+        laid_out = dataclasses.replace(bare, layouts=Anchors.fit(X, y, bare.predict(X)[1], batch=False))
+        return dataclasses.replace(laid_out, anchors=Anchors.fit(X, y, laid_out.predict(X)[1]))
 
     def floor(self, X: np.ndarray) -> np.ndarray:
         """The least runtime physically possible for each run (module docstring)."""
@@ -58,7 +61,8 @@ class Point:
         """The predictions, the same without anchoring, and which runs were anchored."""
         floor = self.floor(X)
         raw = np.asarray(self.estimator.predict(X), dtype=float)
-        unanchored = np.where(np.isfinite(raw), np.maximum(raw, floor), floor)
+        unanchored, _ = self.layouts.apply(X, np.where(np.isfinite(raw), np.maximum(raw, floor), floor))
+        unanchored = np.maximum(unanchored, floor)
         anchored, measured = self.anchors.apply(X, unanchored)
         return np.maximum(anchored, floor), unanchored, measured
 
