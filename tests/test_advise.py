@@ -364,9 +364,8 @@ def test_a_job_that_reads_the_cluster_is_resized_alone(store):
 RESIZABLE = [(name, rayjob) for name, rayjob in sample_rayjobs() if name != "ray-job.use-existing-raycluster.yaml"]
 
 
-@pytest.mark.parametrize("deadline", ["20s", "6h"])
-@pytest.mark.parametrize(("name", "rayjob"), RESIZABLE, ids=[n for n, _ in RESIZABLE])
-def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name, rayjob, deadline):
+def enforced(rayjob: dict, deadline: str) -> dict:
+    """A copy of a sample with every input a resize needs, in ``enforce`` mode with ``deadline``."""
     rayjob = json.loads(json.dumps(rayjob))
     rayjob["metadata"].setdefault("annotations", {}).update(
         {
@@ -378,6 +377,13 @@ def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name,
             ann.DEADLINE: deadline,
         }
     )
+    return rayjob
+
+
+@pytest.mark.parametrize("deadline", ["20s", "6h"])
+@pytest.mark.parametrize(("name", "rayjob"), RESIZABLE, ids=[n for n, _ in RESIZABLE])
+def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name, rayjob, deadline):
+    rayjob = enforced(rayjob, deadline)
     for group in rayjob["spec"]["rayClusterSpec"].get("workerGroupSpecs", []):
         group.update(minReplicas=1, maxReplicas=8)  # room both ways (the resnet sample pins 4..4)
     before = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
@@ -523,17 +529,7 @@ def test_enforce_never_changes_gpus_the_profile_fixed(store, one_gpu_store, name
 @pytest.mark.parametrize("deadline", ["20s", "6h"])
 @pytest.mark.parametrize(("name", "rayjob"), RESIZABLE, ids=[n for n, _ in RESIZABLE])
 def test_enforced_gpus_keep_kubernetes_and_ray_in_agreement(gpu_store, name, rayjob, deadline):
-    rayjob = json.loads(json.dumps(rayjob))
-    rayjob["metadata"].setdefault("annotations", {}).update(
-        {
-            ann.WORKLOAD: "synthetic",
-            ann.DATASET_SIZE: "16000",
-            ann.BATCH_SIZE_PER_WORKER: "32",
-            ann.EPOCHS: "1",
-            ann.MODE: "enforce",
-            ann.DEADLINE: deadline,
-        }
-    )
+    rayjob = enforced(rayjob, deadline)
     before = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
     advice = advise(rayjob, gpu_store, policy=POLICY, may_resize=True, now=NOW)
     after = applied(rayjob, advice)

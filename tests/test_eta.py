@@ -13,6 +13,7 @@ from rayjob_advisor import eta
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
+from rayjob_advisor_testkit.profiles import profiled_rayjob as job
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
@@ -126,15 +127,6 @@ def test_a_report_must_be_consistent_and_for_a_running_predicted_job():
 
 
 # The real operator against the emulator.
-
-
-def job(name: str, **notes: str) -> dict:
-    body = make_rayjob(
-        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", **notes},
-        groups=[worker_group(replicas=4, maxReplicas=8)],
-    )
-    body["metadata"]["name"] = name
-    return body
 
 
 def warnings(api: AdvisorEmulator, name: str, reason: str) -> list[dict]:

@@ -61,14 +61,7 @@ def test_structured_models_extrapolate_to_more_workers_and_ernest_cannot(noisele
 
 def test_evaluation_covers_every_split_and_candidate(evaluated):
     document = evaluated.to_json()
-    assert set(document["splits"]) == {
-        "interpolate-workers",
-        "extrapolate-workers",
-        "interpolate-size",
-        "extrapolate-size",
-        "far-extrapolate-workers",
-        "kfold",
-    }
+    assert set(document["splits"]) == {*splits.SPLITS, "kfold"}
     for split in document["splits"].values():
         assert set(split) == set(CANDIDATES)
         for scores in split.values():

@@ -26,19 +26,11 @@ from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
+from rayjob_advisor_testkit.profiles import profiled_rayjob as rayjob
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
 OUTPUT_KEYS = {ann.PREDICTED_RUNTIME, ann.PREDICTED_RUNTIME_SECONDS, ann.PREDICTION}
-
-
-def rayjob(name: str, **notes: str) -> dict:
-    body = make_rayjob(
-        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", **notes},
-        groups=[worker_group(replicas=4, maxReplicas=8)],
-    )
-    body["metadata"]["name"] = name
-    return body
 
 
 def assert_no_invalid_writes(api: AdvisorEmulator) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from rayjob_advisor import profiles
 from rayjob_advisor.observations import Observation
+from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 WORKLOAD = "synthetic"
 """The workload of ``small_profile_runs`` and ``profile_manifest``."""
@@ -87,3 +88,15 @@ def profile_manifest(runs: list[Observation] | None = None, workload: str = WORK
         workload, small_profile_runs() if runs is None else runs
     )
     return {**manifest, "metadata": {**manifest["metadata"], "namespace": "default"}}
+
+
+def profiled_rayjob(name: str, **notes: str) -> dict[str, Any]:
+    """A RayJob named ``name`` of the synthetic ``WORKLOAD`` (8000 samples, global batch 128, 4 of up to 8
+    replicas), with ``notes`` as more annotations: the operator tests' job."""
+    body = make_rayjob(
+        annotations={"rayjob-advisor.io/workload": WORKLOAD, "rayjob-advisor.io/dataset-size": "8000",
+                     "rayjob-advisor.io/batch-size": "128", **notes},
+        groups=[worker_group(replicas=4, maxReplicas=8)],
+    )  # fmt: skip
+    body["metadata"]["name"] = name
+    return body
