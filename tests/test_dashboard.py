@@ -68,7 +68,15 @@ SERIES = [
     {"series": 'rayjob_advisor_deadline_outcomes_total{outcome="met"}', "values": "0+2x120"},
     {"series": 'rayjob_advisor_deadline_outcomes_total{outcome="missed"}', "values": "0+1x120"},
     {"series": 'rayjob_advisor_deadline_outcomes_total{outcome="failed"}', "values": "0x120"},
-    {"series": 'rayjob_advisor_model_cv_error_ratio{profile="ml/resnet",model="sync-sgd"}', "values": "0.08x120"},
+    # Both roles export the model's error: the panel shows it once.
+    {
+        "series": 'rayjob_advisor_model_cv_error_ratio{profile="ml/resnet",model="sync-sgd",job="controller"}',
+        "values": "0.08x120",
+    },
+    {
+        "series": 'rayjob_advisor_model_cv_error_ratio{profile="ml/resnet",model="sync-sgd",job="webhook"}',
+        "values": "0.08x120",
+    },
     *histogram("rayjob_advisor_admission_duration_seconds", "", ADMISSION_BUCKETS, {0.004: 8, 0.04: 2}),
     {"series": 'rayjob_advisor_predictions_total{workload="resnet",result="predicted"}', "values": "0+6x120"},
     {"series": 'rayjob_advisor_predictions_total{workload="bert",result="error"}', "values": "0+3x120"},
