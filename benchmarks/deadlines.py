@@ -85,7 +85,7 @@ NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 
 def job_features(size: int, replicas: int, high: int, cpus: float):
     rayjob = make_rayjob(
-        annotations={ann.DATASET_SIZE: str(size), ann.BATCH_SIZE: "256", ann.EPOCHS: "1"},
+        annotations={ann.DATASET_SIZE: str(size), ann.BATCH_SIZE: "256", ann.BATCH_SCALING: "global", ann.EPOCHS: "1"},
         groups=[
             worker_group(replicas=replicas, maxReplicas=high, resources={"requests": {"cpu": f"{int(cpus * 1000)}m"}})
         ],
@@ -351,6 +351,8 @@ def latencies(requests: int) -> None:
             ann.WORKLOAD: WORKLOAD,
             ann.DATASET_SIZE: "64000",
             ann.BATCH_SIZE: "256",
+            ann.BATCH_SCALING: "global",
+            ann.EPOCHS: "1",
             ann.DEADLINE: "2m",
             ann.MODE: "enforce",
         },
