@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 import kubernetes
 import urllib3
 
-from rayjob_advisor import history, profiles
+from rayjob_advisor import contract, history, profiles
 from rayjob_advisor.observations import Observation
 
 GROUP, VERSION, PLURAL = profiles.API_GROUP, "v1alpha1", "runtimeprofiles"
@@ -178,7 +178,7 @@ def post_rayjob_event(
 def _post(
     api: kubernetes.client.CustomObjectsApi, involved: dict[str, Any], reason: str, message: str, warning: bool
 ) -> None:
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    now = contract.format_timestamp(dt.datetime.now(dt.UTC))
     namespace = involved["namespace"]
     body = {
         "apiVersion": "v1",

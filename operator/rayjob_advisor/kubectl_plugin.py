@@ -150,7 +150,7 @@ def _when(moment: dt.datetime, now: dt.datetime) -> str:
     """``2026-12-02T18:00:00Z (in 1h2m)`` or ``(3m ago)``."""
     delta = (moment - now).total_seconds()
     relative = f"in {contract.format_duration(delta)}" if delta >= 0 else f"{contract.format_duration(-delta)} ago"
-    return f"{moment.astimezone(dt.UTC).isoformat().replace('+00:00', 'Z')} ({relative})"
+    return f"{contract.format_timestamp(moment)} ({relative})"
 
 
 def _read_json(raw: str | None) -> dict[str, Any] | None:
@@ -215,7 +215,7 @@ def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
         return [("Prediction", f"unreadable {contract.PREDICTION} annotation: {raw}")]
     used = ", ".join(f"{key}={value}" for key, value in result.features.items() if value is not None)
     assumed = result.assumptions
-    at = result.time.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    at = contract.format_timestamp(result.time)
     return [
         (
             "Prediction",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pydantic
 
+from rayjob_advisor import contract
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import (
@@ -297,7 +298,7 @@ class Profile:
                 and entry.get("status") in ("True", "False")
             ):
                 with contextlib.suppress(TypeError, ValueError):
-                    since = dt.datetime.fromisoformat(str(entry["lastTransitionTime"]).replace("Z", "+00:00"))
+                    since = contract.parse_timestamp(str(entry["lastTransitionTime"]))
                     self.fitted_ok, self.transitioned_at = entry["status"] == "True", since
 
     def fitted_condition(self) -> dict[str, object]:
