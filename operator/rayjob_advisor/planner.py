@@ -84,6 +84,10 @@ class Option(pydantic.BaseModel):
     cost: float
     probability: float | None = None
 
+    def in_time(self, startup: float, left: float) -> bool:
+        """Whether start-up plus the upper bound ends within ``left`` seconds: the planner's rule for a fit."""
+        return startup + self.upper <= left
+
 
 class Recommendation(pydantic.BaseModel):
     """What the ``recommendation`` annotation holds."""
@@ -223,7 +227,7 @@ def recommend(
     considered = sizes(job, model)
     left = (deadline - now).total_seconds()
     candidates = options(job, model, considered, confidence, startup, prices, within=left - startup)
-    fitting = [o for o in candidates if startup + o.upper <= left]
+    fitting = [o for o in candidates if o.in_time(startup, left)]
     if fitting:
         choice = min(fitting, key=lambda o: (round(o.cost, 9), o.replicas, o.gpus_per_worker))
         reason = (

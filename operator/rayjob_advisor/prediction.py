@@ -123,9 +123,9 @@ def forecast(
     at admission the API server has not set it yet, and it counts from now.
     """
     result = predict(job, model, profile, inputs.confidence, now, assumed_accelerator)
-    if inputs.deadline is None:
+    deadline = RayJob(rayjob).deadline(inputs, now)
+    if deadline is None:
         return result, None
-    deadline = inputs.deadline.resolve(RayJob(rayjob).created(now))
     plan = planner.recommend(job, model, deadline, now, inputs.confidence, model.startup_seconds_, prices)
     return result, plan
 
@@ -180,7 +180,7 @@ def compare_accelerators(
     """
     require_predictable(job)
     measured = measured_accelerators(observations)
-    deadline = inputs.deadline.resolve(RayJob(rayjob).created(now)) if inputs.deadline else None
+    deadline = RayJob(rayjob).deadline(inputs, now)
     models = dict(fitted or {})
     rows: list[AcceleratorOption] = []
     missing: dict[str, str] = {}
@@ -195,6 +195,6 @@ def compare_accelerators(
         startup = model.startup_seconds_
         left = (deadline - now).total_seconds() if deadline else None
         for option in what_if(variant, model, inputs.confidence, startup, prices):
-            meets = None if left is None else startup + option.upper <= left
+            meets = None if left is None else option.in_time(startup, left)
             rows.append(AcceleratorOption(**option.model_dump(), accelerator=name, meets_deadline=meets))
     return rows, missing

@@ -83,6 +83,10 @@ class RayJob:
         created = self.metadata.get("creationTimestamp")
         return contract.parse_timestamp(created) if created else default
 
+    def deadline(self, inputs: contract.AdvisorInputs, now: dt.datetime) -> dt.datetime | None:
+        """The absolute deadline ``inputs`` give; a duration counts from creation (from ``now`` at admission)."""
+        return inputs.deadline.resolve(self.created(now)) if inputs.deadline else None
+
     @property
     def waiting(self) -> bool:
         return is_waiting(self.status)
