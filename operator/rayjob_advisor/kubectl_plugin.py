@@ -308,11 +308,8 @@ def what_if_rayjob(cluster: Cluster, args: argparse.Namespace) -> str:
     group = job.scale_group
     size = planner.describe_size(group.replicas, job.gpus_per_worker) if group else "the head pod alone"
     return "\n".join([
-        f"RayJob {rayjob.namespace}/{args.name}: profile {profile.label} ({model.n_samples_} runs; model "
-        f"{model.selected_}, cross-validated MAPE {model.cv_mape_:.1%})",
-        f"as it is, {size} ({job.workers} Ray Train workers): {contract.format_duration(result.p50)} (median), "
-        f"{contract.format_duration(result.upper)} (upper bound at {inputs.confidence:g}), "
-        f"plus about {contract.format_duration(startup)} start-up",
+        f"RayJob {rayjob.namespace}/{args.name}: profile {profile.label} ({cli.model_summary(model)})",
+        f"as it is, {size} ({job.workers} Ray Train workers): {cli.runtime_summary(result, startup)}",
         "",
         f"what if ({f'group {group.name!r}' if group else 'head pod'}):",
         *cli.what_if_table(rows),
