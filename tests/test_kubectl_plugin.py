@@ -26,7 +26,7 @@ from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.paths import REPO
-from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
@@ -269,3 +269,36 @@ def test_describe_reads_hand_edited_annotations_without_failing():
     assert said["Resized"] == "by the advisor, from 2 replicas x 1 GPUs"
     assert said["Deadline"].startswith("tomorrow: 'tomorrow' is neither an RFC 3339 time")
     assert said["Actual runtime"] == "unreadable ('soon' seconds)" and said["Workload"].startswith("<none>")
+
+
+def test_what_if_predicts_from_the_runs_of_the_jobs_accelerator(live, tmp_path, capsys):
+    """A profile measured on two accelerators: a job selecting the less measured one is predicted from its runs,
+    as the operator predicts it, never from the other accelerator's."""
+    runs = small_profile_runs()
+    on = {
+        "a100": [r.model_copy(update={"workload": "mixed", "accelerator": "a100"}) for r in runs * 2],
+        "v100": [
+            r.model_copy(
+                update={"workload": "mixed", "accelerator": "v100", "execution_seconds": 3 * r.execution_seconds}
+            )
+            for r in runs
+        ],
+    }
+    live.api.create(profile_manifest(on["a100"] + on["v100"], workload="mixed"))
+    rayjob = make_rayjob(
+        annotations={
+            ann.WORKLOAD: "mixed", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.EPOCHS: "1",
+            ann.ACCELERATOR: "v100",
+        },
+        groups=[worker_group(replicas=4, maxReplicas=8)],
+    )  # fmt: skip
+    rayjob["metadata"]["name"] = "on-v100"
+    live.api.create(rayjob)
+    config = tmp_path / "config"
+    config.write_text(json.dumps(kubeconfig(live.api.url)))
+    assert plugin(["what-if", "on-v100", "--kubeconfig", str(config)]) == 0
+    as_it_is = capsys.readouterr().out.splitlines()[1]
+    job = features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+    median = {name: RuntimeModel().fit(measured).predict([job])[0] for name, measured in on.items()}
+    assert median["v100"] > 2 * median["a100"]
+    assert f": {ann.format_duration(median['v100'])} (median)" in as_it_is, as_it_is

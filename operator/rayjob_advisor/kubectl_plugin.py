@@ -301,7 +301,7 @@ def what_if_rayjob(cluster: Cluster, args: argparse.Namespace) -> str:
     inputs = contract.parse_inputs(rayjob.annotations, rayjob.labels)
     job = features.features_from_rayjob(body, inputs)
     prediction.require_predictable(job)
-    profile, model = _fitted_profile(cluster, rayjob, inputs.workload)
+    profile, model = _fitted_profile(cluster, rayjob, inputs.workload, job.accelerator)
     startup = model.startup_seconds_
     result = prediction.predict(job, model, profile.label, inputs.confidence)
     rows = prediction.what_if(job, model, inputs.confidence, startup, planner.Prices(), args.replicas, args.gpus)
@@ -316,8 +316,11 @@ def what_if_rayjob(cluster: Cluster, args: argparse.Namespace) -> str:
     ])  # fmt: skip
 
 
-def _fitted_profile(cluster: Cluster, rayjob: RayJob, workload: str | None) -> tuple[profiles.Profile, RuntimeModel]:
-    """The profile the operator predicts the job from (its prediction names it), fitted here.
+def _fitted_profile(
+    cluster: Cluster, rayjob: RayJob, workload: str | None, accelerator: str | None
+) -> tuple[profiles.Profile, RuntimeModel]:
+    """The profile the operator predicts the job from (its prediction names it), fitted here on the runs the
+    operator would use: those of the job's accelerator, or of the stand-in it falls back to.
 
     Its workload's RuntimeProfile in the job's namespace, or where the job's ``prediction`` says the
     operator found it (a shared namespace), else the shipped profile: the operator's order.
@@ -337,9 +340,14 @@ def _fitted_profile(cluster: Cluster, rayjob: RayJob, workload: str | None) -> t
             store.put(item["metadata"]["namespace"], item["metadata"]["name"], *runs)
     profile = store.find(rayjob.namespace, workload)
     profile.fit()
-    if profile.model is None:
-        raise PluginError(f"profile {profile.label}: {profile.fit_error}")
-    return profile, profile.model
+    used = profile.choose(accelerator).used
+    model, error = profile.model_for(used)
+    if model is None and error is None:  # another accelerator's model: fitted on demand, as the refitter does
+        profile.fit_accelerators()
+        model, error = profile.model_for(used)
+    if model is None:
+        raise PluginError(f"profile {profile.label}: {error}")
+    return profile, model
 
 
 def _server_error(exc: kubernetes.client.ApiException) -> str:
