@@ -178,7 +178,7 @@ def _resized(
     patch = merge(merge(_annotations(notes), resize), release)
     listed = ", ".join(changes[:-1]) + " and " + changes[-1] if len(changes) > 1 else changes[0]
     message = Message(reason="Resized", text=f"set {plan.group} {listed}: {plan.reason}")
-    known = {**known, "walltime": plan.startup_seconds + plan.upper_seconds}  # the size the job now has
+    known = {**known, "walltime": plan.walltime}  # the size the job now has
     return Advice(patch=patch, messages=(message,), resized=True, **known)
 
 

@@ -155,7 +155,7 @@ def due_alerts(body: Mapping[str, Any], now: dt.datetime) -> list[Alert]:
         return []
     posted = set(rayjob.annotations.get(contract.ALERTS, "").split(","))
     due = []
-    deadline = _deadline(rayjob)
+    deadline = _deadline(rayjob, now)
     current = written(rayjob.annotations)
     end = current.upper if current is not None else start + _seconds(predicted.upper)
     if "DeadlineAtRisk" not in posted and deadline is not None and end > deadline > now:
@@ -229,14 +229,10 @@ def _progress(annotations: Mapping[str, str]) -> Progress | None:
         return None
 
 
-def _deadline(rayjob: RayJob) -> dt.datetime | None:
+def _deadline(rayjob: RayJob, now: dt.datetime) -> dt.datetime | None:
     """The job's absolute deadline, if it has a valid one (a bad one is reported by the prediction already)."""
     try:
-        inputs = contract.parse_inputs(rayjob.annotations, rayjob.labels)
-        created = rayjob.metadata.get("creationTimestamp")
-        if inputs.deadline is None or not created:
-            return None
-        return inputs.deadline.resolve(contract.parse_timestamp(created))
+        return rayjob.deadline(contract.parse_inputs(rayjob.annotations, rayjob.labels), now)
     except ValueError:  # AnnotationError, or a malformed creationTimestamp
         return None
 

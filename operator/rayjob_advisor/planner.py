@@ -119,10 +119,15 @@ class Recommendation(pydantic.BaseModel):
                 "upperSeconds": round(self.upper_seconds, 1),
                 "startupSeconds": round(self.startup_seconds, 1),
                 "probability": round(self.probability, 3),
-                "suggestedWalltime": contract.format_duration(self.startup_seconds + self.upper_seconds),
+                "suggestedWalltime": contract.format_duration(self.walltime),
                 "reason": self.reason,
             }
         )
+
+    @property
+    def walltime(self) -> float:
+        """Seconds the job is expected to take at the chosen size: start-up plus the upper bound."""
+        return self.startup_seconds + self.upper_seconds
 
     @property
     def changes(self) -> bool:
