@@ -400,10 +400,7 @@ def runtime_env(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def pod_containers(spec: Mapping[str, Any], place: Place) -> list[dict[str, Any]]:
     """The containers of a pod template in ``ENV_PLACES`` (the first is Ray's); empty when it has none."""
-    containers: Any = spec
-    for key in ENV_PLACES[place]:
-        containers = containers.get(key) if isinstance(containers, Mapping) else None
-    return list(containers or [])
+    return list(_path(spec, *ENV_PLACES[place]) or [])
 
 
 def _env_settings(spec: Mapping[str, Any], env_vars: Mapping[str, Any], names: tuple[str, ...]) -> list[_Setting]:
@@ -581,6 +578,7 @@ def _term_accelerators(term: Any) -> set[str]:
 
 
 def _path(value: Any, *keys: str) -> Any:
+    """The value at ``keys`` in nested mappings; None where one is missing or not a mapping (user YAML)."""
     for key in keys:
         value = value.get(key) if isinstance(value, Mapping) else None
     return value
