@@ -77,6 +77,7 @@ def test_a_measured_configuration_anchors_the_prediction():
     assert np.all(anchored)  # every profiled configuration is its own anchor
     error = np.abs(predicted[six] / evaluated.y[six] - 1)
     assert np.median(error) < 0.5 * np.median(np.abs(unanchored[six] / evaluated.y[six] - 1))
+    assert np.all(point.trend(evaluated.X)[six] < predicted[six])  # the curve alone does not know the measured 1.5x
     unseen = evaluated.X[six].copy()
     unseen[:, 2] = 5.0  # 5 workers were never measured: no anchor
     assert not np.any(point.predict(unseen)[2])

@@ -57,11 +57,16 @@ class Point:
         """How far each run lies beyond the most workers trained on: log(workers / most), 0 inside."""
         return np.asarray(np.maximum(0.0, np.log(X[:, design.WORKERS] / self.max_workers)), dtype=float)
 
+    def trend(self, X: np.ndarray) -> np.ndarray:
+        """The candidate's curve alone, floored: what it learned of the workload, no measured run's own quirks."""
+        floor = self.floor(X)
+        raw = np.asarray(self.estimator.predict(X), dtype=float)
+        return np.asarray(np.where(np.isfinite(raw), np.maximum(raw, floor), floor), dtype=float)
+
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The predictions, the same without anchoring, and which runs were anchored."""
         floor = self.floor(X)
-        raw = np.asarray(self.estimator.predict(X), dtype=float)
-        unanchored, _ = self.layouts.apply(X, np.where(np.isfinite(raw), np.maximum(raw, floor), floor))
+        unanchored, _ = self.layouts.apply(X, self.trend(X))
         unanchored = np.maximum(unanchored, floor)
         anchored, measured = self.anchors.apply(X, unanchored)
         return np.maximum(anchored, floor), unanchored, measured

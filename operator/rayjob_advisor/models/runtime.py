@@ -149,6 +149,12 @@ class RuntimeModel:
         """Median execution seconds of each run: finite and never below ``floor``."""
         return self.for_runs(runs).predict(self._matrix(runs))
 
+    def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
+        """Execution seconds of each run by the model's curve alone, anchored on no measured run
+        (``predictor.Point.trend``): a model fitted on runs it is then asked about predicts them without their noise.
+        """
+        return self.for_runs(runs).point.trend(self._matrix(runs))
+
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
         return self.for_runs(runs).predict_upper(self._matrix(runs), confidence)
