@@ -117,18 +117,19 @@ def test_a_fit_that_raises_is_shown_on_its_profile_and_the_next_profile_is_fitte
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_healthz_fails_when_the_refit_thread_is_dead(api, monkeypatch):
+@pytest.mark.parametrize("loop_name", ["refitter", "sweeper"])
+def test_healthz_fails_when_a_background_thread_is_dead(api, monkeypatch, loop_name):
     port = free_port()
     with operator(api, liveness_port=port) as advisor:
         advisor.wait_for_model(WORKLOAD)
-        refitter = advisor.memo.refitter
+        loop = getattr(advisor.memo, loop_name)  # no /healthz before: kopf keeps its result for 10 s
 
         def die():
             raise SystemExit  # what no `except Exception` catches: the thread ends
 
-        monkeypatch.setattr(advisor.memo.store, "stale", die)
-        refitter.wake()
-        api.wait_until(lambda: not refitter._thread.is_alive(), 10)
+        monkeypatch.setattr(loop, "step", die)
+        loop.wake()
+        api.wait_until(lambda: not loop._thread.is_alive(), 10)
         assert healthz(port) == 500
 
 

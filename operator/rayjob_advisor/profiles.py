@@ -17,6 +17,7 @@ from typing import Any
 import pydantic
 
 from rayjob_advisor import contract
+from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import (
@@ -411,13 +412,11 @@ class ProfileStore:
             ]
 
 
-STUCK_INTERVALS = 30
 REFIT_DUTY = 0.1  # a profile's refits take at most this share of the time while its runs keep changing
-STUCK_SECONDS = 600.0  # a large profile's fit may take minutes: a stuck refitter is one silent longer than this
 
 
-class Refitter:
-    """Fits stale profiles in one background thread, so no request ever waits for a fit.
+class Refitter(BackgroundLoop):
+    """Fits stale profiles in one background loop, so no request ever waits for a fit.
 
     ``on_fitted`` publishes each new fit (e.g. to the RuntimeProfile's status).
     Refits are debounced: a profile is fitted at most once per ``interval``
@@ -425,9 +424,9 @@ class Refitter:
     duration (fitting takes at most about a tenth of the refitter's time
     while runs keep coming), so a burst of learned runs costs one fit per
     such gap, on all of the runs appended meanwhile (``fits`` counts them).
-    No exception of a fit or a publication ends the thread; ``problem`` says
+    No exception of a fit or a publication ends the loop; ``problem`` says
     when it is dead anyway, or stuck (``stuck_after`` seconds without a
-    step while profiles wait for a fit).
+    progress while profiles wait for a fit).
     """
 
     def __init__(
@@ -438,71 +437,38 @@ class Refitter:
         stuck_after: float | None = None,
         duty: float = REFIT_DUTY,
     ) -> None:
+        super().__init__("refit", interval, stuck_after)
         self.store = store
         self.on_fitted = on_fitted
-        self.interval = interval
         self.duty = duty
-        self.stuck_after = stuck_after if stuck_after is not None else max(STUCK_INTERVALS * interval, STUCK_SECONDS)
-        self.heartbeat = time.monotonic()  # the last step: a loop iteration, a fit, a publication
         self.fits = 0
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="refitter", daemon=True)
 
-    def start(self) -> None:
-        self.heartbeat = time.monotonic()
-        self._thread.start()
+    def waiting(self) -> str | None:
+        stale = self.store.stale()
+        return f"{len(stale)} profiles are stale" if stale else None
 
-    def wake(self) -> None:
-        """Look for stale profiles now rather than at the next interval."""
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def problem(self) -> str | None:
-        """Why the refitter cannot be relied on (dead, or stuck while profiles are stale); None when healthy."""
-        if self._stopping.is_set():
-            return None  # shutting down on purpose
-        if not self._thread.is_alive():
-            return "the refit thread is not running"
-        silent = time.monotonic() - self.heartbeat
-        if silent > self.stuck_after:
-            stale = self.store.stale()
-            if stale:
-                return f"the refit thread made no progress for {silent:.0f} s while {len(stale)} profiles are stale"
-        return None
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            self.heartbeat = time.monotonic()
-            self._wake.clear()
-            wait = self.interval
-            try:
-                for profile in self.store.stale():
-                    if profile.fitted_version == profile.version:  # only accelerators jobs wait for: no debouncing
-                        profile.fit_accelerators()
-                        self.heartbeat = time.monotonic()
-                        continue
-                    since = time.monotonic() - (profile.fit_began if profile.fit_began is not None else -math.inf)
-                    gap = max(self.interval, (profile.fit_seconds or 0.0) / self.duty)
-                    if since < gap:  # fitted a moment ago: coalesce with the changes still to come
-                        wait = min(wait, gap - since)
-                        continue
-                    self._refit(profile)
-            except Exception:  # a bug of ours must delay fitting, never end it
-                logger.exception("the refitter failed; it goes on")
-            self._wake.wait(wait)
+    def step(self) -> float:
+        """Fit the stale profiles whose debounce gap has passed; returns how soon the next one's ends."""
+        wait = self.interval
+        for profile in self.store.stale():
+            if profile.fitted_version == profile.version:  # only accelerators jobs wait for: no debouncing
+                profile.fit_accelerators()
+                self.beat()
+                continue
+            since = time.monotonic() - (profile.fit_began if profile.fit_began is not None else -math.inf)
+            gap = max(self.interval, (profile.fit_seconds or 0.0) / self.duty)
+            if since < gap:  # fitted a moment ago: coalesce with the changes still to come
+                wait = min(wait, gap - since)
+                continue
+            self._refit(profile)
+        return wait
 
     def _refit(self, profile: Profile) -> None:
         profile.fit()
         self.fits += 1
-        self.heartbeat = time.monotonic()
+        self.beat()
         try:
             self.on_fitted(profile)
         except Exception:  # a failed publication must not stop future fits
             logger.exception("could not publish the fit of profile %s", profile.label)
-        self.heartbeat = time.monotonic()
+        self.beat()

@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import kubernetes
 
 from rayjob_advisor import contract, eta, kubeapi
+from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.metrics import JobKey, Metrics
 from rayjob_advisor.rayjob import RayJob
 
 logger = logging.getLogger(__name__)
 
 
-class Sweeper:
-    """Checks every job in ``running`` each ``interval`` seconds while ``leads()`` (one thread, started once)."""
+class Sweeper(BackgroundLoop):
+    """Checks every job in ``running`` each ``interval`` seconds while ``leads()`` (one background loop)."""
 
     def __init__(
         self,
@@ -36,30 +36,19 @@ class Sweeper:
         leads: Callable[[], bool],
         interval: float,
     ) -> None:
+        super().__init__("sweep", interval)
         self.running = running
         self.api = api
         self.metrics = metrics
         self.leads = leads
-        self.interval = interval
         self._posted: set[tuple[str, str]] = set()  # (uid, reason): posted, whatever the watch has shown us yet
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sweeper", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
+    def waiting(self) -> str | None:
+        return f"{len(self.running)} running RayJobs wait for their checks" if self.running else None
 
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self.interval):
-            try:
-                if self.leads():
-                    self.sweep(dt.datetime.now(dt.UTC))
-            except Exception:  # the next sweep tries again; this thread never dies of one job or one API error
-                logger.exception("the sweep of running RayJobs failed")
+    def step(self) -> None:
+        if self.leads():
+            self.sweep(dt.datetime.now(dt.UTC))
 
     def sweep(self, now: dt.datetime) -> None:
         """Post what is due on every running job (a failure on one job does not stop the others)."""
@@ -73,6 +62,7 @@ class Sweeper:
                 self._warn(namespace, name, uid, body, due)
             except Exception:  # reported; the job is checked again at the next sweep
                 logger.exception("could not warn RayJob %s/%s", namespace, name)
+            self.beat()  # each warning may take the API's retries: a long sweep is not a stuck one
 
     def _warn(self, namespace: str, name: str, uid: str, body: Mapping[str, Any], due: list[eta.Alert]) -> None:
         kubeapi.patch_rayjob(self.api, namespace, name, eta.posted(body, due))

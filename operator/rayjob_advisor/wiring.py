@@ -193,7 +193,7 @@ def registry() -> kopf.OperatorRegistry:
     kopf.on.login(registry=result)(_login)
     kopf.on.startup(backoff=STARTUP_BACKOFF_SECONDS, registry=result)(_start)
     kopf.on.cleanup(registry=result)(_stop)
-    kopf.on.probe(id="refitter", errors=kopf.ErrorsMode.PERMANENT, registry=result)(_probe_refitter)
+    kopf.on.probe(id="background", errors=kopf.ErrorsMode.PERMANENT, registry=result)(_probe_background)
     kopf.on.event("", "v1", "namespaces", registry=result)(_namespace_seen)
     kopf.on.event(*PROFILES, registry=result)(_profile_seen)
     return result
@@ -236,14 +236,15 @@ def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
                 logger.exception("could not report on RuntimeProfile %s/%s", namespace, name)
 
 
-def _probe_refitter(memo: Memo, **_: Any) -> dict[str, Any]:
-    """/healthz: fails (HTTP 500) while the refit thread is dead or stuck, so that Kubernetes restarts the pod."""
-    refitter = memo.refitter
-    if refitter is None:
+def _probe_background(memo: Memo, **_: Any) -> dict[str, Any]:
+    """/healthz: fails (HTTP 500) while a background loop (the refitter; the controller's sweep) is dead or stuck,
+    so that Kubernetes restarts the pod."""
+    if memo.refitter is None:
         return {"state": "starting"}
-    problem = refitter.problem()
-    if problem is not None:
-        raise kopf.PermanentError(problem)
+    for loop in (memo.refitter, memo.sweeper):
+        problem = loop.problem() if loop is not None else None
+        if problem is not None:
+            raise kopf.PermanentError(problem)
     return {"state": "ok", "staleProfiles": len(memo.store.stale())}
 
 

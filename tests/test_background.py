@@ -1,0 +1,102 @@
+"""The background loop the refitter and the sweep share: it outlives its steps' errors, wakes on demand, stops by
+joining, and says when it is dead or stuck."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from rayjob_advisor.background import BackgroundLoop
+
+
+class Steps(BackgroundLoop):
+    """Runs ``work`` as its step and records when each step began."""
+
+    def __init__(self, work: Callable[[int], None], interval: float, **kwargs: float) -> None:
+        super().__init__("test", interval, **kwargs)
+        self.work = work
+        self.began: list[float] = []
+        self.idle = False
+
+    def step(self) -> None:
+        self.began.append(time.monotonic())
+        self.work(len(self.began))
+
+    def waiting(self) -> str | None:
+        return None if self.idle else "work is due"
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_step_that_raises_does_not_end_the_loop():
+    def work(n: int) -> None:
+        if n <= 2:
+            raise RuntimeError(f"step {n} failed")
+
+    loop = Steps(work, interval=0.01)
+    loop.start()
+    try:
+        wait_for(lambda: len(loop.began) >= 4)
+        assert loop.problem() is None
+    finally:
+        loop.stop()
+
+
+def test_wake_runs_the_next_step_before_the_interval_and_stop_joins_the_step_under_way():
+    ended = threading.Event()
+
+    def work(n: int) -> None:
+        if n == 2:
+            time.sleep(0.3)
+            ended.set()
+
+    loop = Steps(work, interval=3600)
+    loop.start()
+    wait_for(lambda: len(loop.began) == 1)  # the first step comes at once
+    loop.wake()
+    wait_for(lambda: len(loop.began) == 2)  # not an hour later
+    loop.stop()
+    assert ended.is_set() and not loop._thread.is_alive()
+    assert len(loop.began) == 2 and loop.problem() is None
+
+
+def test_a_step_that_hangs_is_reported_stuck_after_the_limit_unless_no_work_waits():
+    release = threading.Event()
+    loop = Steps(lambda n: release.wait(30), interval=0.01, stuck_after=0.3)
+    loop.start()
+    try:
+        wait_for(lambda: loop.began)
+        assert loop.problem() is None  # hanging, but not for long yet
+        wait_for(lambda: loop.problem() is not None)
+        assert time.monotonic() - loop.began[0] >= 0.3
+        problem = loop.problem() or ""
+        assert problem.startswith("the test thread made no progress for ") and problem.endswith(" s while work is due")
+        loop.idle = True
+        assert loop.problem() is None  # silent with nothing to do: idle, not stuck
+        loop.beat()
+        loop.idle = False
+        assert loop.problem() is None  # progress within the step resets the clock
+    finally:
+        release.set()
+        loop.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_loop_ended_by_what_no_step_should_raise_is_reported_dead():
+    def work(n: int) -> None:
+        raise SystemExit  # not an Exception: ends the thread, as nothing should
+
+    loop = Steps(work, interval=0.01)
+    loop.start()
+    loop._thread.join(10)
+    assert loop.problem() == "the test thread is not running"
+    loop.stop()
+    assert loop.problem() is None  # stopped on purpose
