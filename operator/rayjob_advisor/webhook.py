@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import functools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -48,30 +49,22 @@ class AdmissionServer(kopf.WebhookServer):
         self.limits = limits
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        """kopf's ``WebhookServer.__call__`` (1.45) on ``serving.serve``: a client config per certificate."""
-
-        async def review(request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
-            return await self._review(fn, request, body)
-
+        """kopf's ``WebhookServer.__call__`` (1.45) on ``serving.serve``: a client config per certificate served."""
         path = self.path.rstrip("/") if self.path else ""
+        review = functools.partial(self._review, fn)
         route = serving.post(f"{path}/{{id:.*}}", review, limits=self.limits, max_bytes=admission.MAX_REQUEST_BYTES)
-        addr = self.addr or None  # None is aiohttp's "any interface"
         port = self.port or self._allocate_free_port()
-        schema = "http" if self.insecure else "https"  # kopf's _build_ssl makes a context unless insecure
         host = self.host or self.DEFAULT_HOST or self._get_accessible_addr(self.addr)
+        url = self._build_url("http" if self.insecure else "https", host, port, self.path or "")  # as kopf's
+        files = (self.certfile, self.pkeyfile, self.cafile)
         sites = serving.serve(
-            [route],
-            host=addr,
-            port=port,
-            limits=self.limits,
-            tls=self._build_ssl,
-            files=(self.certfile, self.pkeyfile, self.cafile),
+            [route], host=self.addr or None, port=port, limits=self.limits, tls=self._build_ssl, files=files,
             check_interval=self.file_check_interval,
-        )
+        )  # fmt: skip
         async with contextlib.aclosing(sites):
             async for cadata in sites:
-                logger.debug(f"Listening for webhooks at {self._build_url(schema, addr or '*', port, self.path or '')}")
-                client_config = kopf.WebhookClientConfig(url=self._build_url(schema, host, port, self.path or ""))
+                logger.debug(f"Listening for webhooks at {url}")
+                client_config = kopf.WebhookClientConfig(url=url)
                 if cadata is not None:
                     client_config["caBundle"] = base64.b64encode(cadata).decode("ascii")
                 yield client_config
