@@ -250,7 +250,7 @@ def test_the_webhook_never_sees_its_own_namespace_nor_the_excluded_ones():
     }
 
 
-def test_the_webhook_gets_its_connection_limits():
+def test_the_webhook_and_the_progress_endpoint_get_their_connection_limits():
     env = env_of(render({}), "advisor-rayjob-advisor-webhook")
     assert env["RAYJOB_ADVISOR_WEBHOOK_HEADER_TIMEOUT_SECONDS"] == "5"
     assert env["RAYJOB_ADVISOR_WEBHOOK_BODY_TIMEOUT_SECONDS"] == "5"
@@ -261,6 +261,9 @@ def test_the_webhook_gets_its_connection_limits():
     assert (
         env["RAYJOB_ADVISOR_WEBHOOK_MAX_CONNECTIONS"] == "64" and env["RAYJOB_ADVISOR_WEBHOOK_HEADER_TIMEOUT_SECONDS"]
     )
+    progress = render({"progress": {"enabled": True}, "webhook": {"limits": {"bodyTimeoutSeconds": 3}}})
+    env = env_of(progress, "advisor-rayjob-advisor-controller")
+    assert env["RAYJOB_ADVISOR_WEBHOOK_BODY_TIMEOUT_SECONDS"] == "3" and env["RAYJOB_ADVISOR_PROGRESS_PORT"]
 
 
 TOKENREVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]

@@ -127,11 +127,7 @@ class AdmissionReview(_Lenient):
 
 
 class BadReview(ValueError):
-    """A request body that is no AdmissionReview an API server would send; ``status`` is the HTTP answer."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+    """A request body that is no AdmissionReview an API server would send (a 400; one too big is ``serving``'s 413)."""
 
 
 def _no_constant(name: str) -> None:
@@ -140,8 +136,6 @@ def _no_constant(name: str) -> None:
 
 def read_review(body: bytes) -> tuple[dict[str, Any], AdmissionReview]:
     """The AdmissionReview in ``body``: as parsed (what kopf is given) and as checked; raises ``BadReview``."""
-    if len(body) > MAX_REQUEST_BYTES:
-        raise BadReview(f"request body over {MAX_REQUEST_BYTES} bytes", status=413)
     try:
         data = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, NaN, or nested past Python's stack

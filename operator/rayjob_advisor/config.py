@@ -65,14 +65,21 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_header_timeout_seconds: float = pydantic.Field(
         default=5.0,
         gt=0,
-        description="the webhook closes a connection whose TLS handshake, or whose request line and headers, "
-        "are not all in within this long (from its handshake or its previous answer; also the idle keep-alive)",
+        description="the webhook (and the progress endpoint) closes a connection whose TLS handshake, or whose "
+        "request line and headers, are not all in within this long (from its handshake or its previous answer; "
+        "also the idle keep-alive)",
     )
     webhook_body_timeout_seconds: float = pydantic.Field(
-        default=5.0, gt=0, description="the webhook answers 408 and closes when a request body takes longer to arrive"
+        default=5.0,
+        gt=0,
+        description="the webhook (and the progress endpoint) answers 408 and closes when a request body takes "
+        "longer to arrive",
     )
     webhook_max_connections: int = pydantic.Field(
-        default=256, ge=1, description="open webhook connections; beyond: 503 and closed (the API server fails open)"
+        default=256,
+        ge=1,
+        description="open connections of the webhook (and of the progress endpoint); beyond: 503 and closed (the "
+        "API server fails open)",
     )
     sweep_interval_seconds: float = pydantic.Field(
         default=15.0, gt=0, description="how often the leader checks running jobs (DeadlineAtRisk, RuntimeOverrun)"
@@ -82,7 +89,7 @@ class OperatorConfig(pydantic.BaseModel):
         ge=0,
         le=65535,
         description="HTTPS port of the controller's progress endpoint (POST /progress, with tls_cert_file and "
-        "tls_key_file); 0: none",
+        "tls_key_file, reloaded when they change, and the webhook's connection limits); 0: none",
     )
     progress_audience: str = pydantic.Field(
         default="rayjob-advisor", min_length=1, description="the audience progress reporters' tokens must be for"

@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from rayjob_advisor import application, eta, kubeapi, profiles, reports, sweep, wiring
+from rayjob_advisor import application, eta, kubeapi, profiles, reports, serving, sweep, wiring
 from rayjob_advisor.rayjob import RayJob, is_finished, is_running, is_waiting, merge
 
 REGISTRY = wiring.registry()
@@ -113,7 +113,12 @@ async def watch_running_jobs(memo: wiring.Memo, **_: Any) -> None:
     memo.sweeper.start()
     if config.progress_port and config.tls_cert_file and config.tls_key_file:
         memo.progress = reports.ProgressServer(
-            api, config.progress_port, config.tls_cert_file, config.tls_key_file, config.progress_audience
+            api,
+            config.progress_port,
+            config.tls_cert_file,
+            config.tls_key_file,
+            config.progress_audience,
+            serving.Limits.of(config),
         )
         await memo.progress.start()
 

@@ -8,7 +8,9 @@ namespace may report for it. The answer is the refined ETA, or a status and
 one line saying what was wrong: 400 (a malformed report), 401 (no or a bad
 token), 403 (another namespace's account), 404 (no such job), 409 (the job
 is not running, was never predicted, or is another job of that name), 503
-(the API server could not be asked). Any controller replica may answer: it
+(the API server could not be asked); and, from the server it shares with
+the webhook (``serving``), 413 (a body over 16 KiB), 408 (a body too slow)
+or 503 (too many connections open). Any controller replica may answer: it
 reads the job, writes its annotations, and the leader's watch does the rest
 (gauges, warnings).
 """
@@ -16,21 +18,21 @@ reads the job, writes its annotations, and the leader's watch does the rest
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import aiohttp.web
 import kubernetes
 import pydantic
 
-from rayjob_advisor import contract, eta, kubeapi
+from rayjob_advisor import contract, eta, kubeapi, serving
 
 PATH = "/progress"
-MAX_REPORT_BYTES = 16 * 1024
-TIMEOUT_SECONDS = 5.0  # a connection's request line and headers, and the keep-alive
+MAX_REPORT_BYTES = 16 * 1024  # a report is a few hundred bytes
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 logger = logging.getLogger(__name__)
 
@@ -78,40 +80,72 @@ def service_account(review: Mapping[str, Any], audience: str) -> tuple[str, str]
 
 
 class ProgressServer:
-    """The HTTPS server of ``POST /progress`` in the operator's event loop (API calls run in threads)."""
+    """The HTTPS server of ``POST /progress`` in the operator's event loop (API calls run in threads).
+
+    It is ``serving``'s, as the webhook's is: bounded connections, body size and times, and a renewed
+    certificate served once its files change.
+    """
 
     def __init__(
-        self, api: kubernetes.client.CustomObjectsApi, port: int, certfile: str, keyfile: str, audience: str
+        self,
+        api: kubernetes.client.CustomObjectsApi,
+        port: int,
+        certfile: str,
+        keyfile: str,
+        audience: str,
+        limits: serving.Limits,
     ) -> None:
         self.api = api
         self.port = port
+        self.certfile = certfile
+        self.keyfile = keyfile
         self.audience = audience
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.load_cert_chain(certfile, keyfile)
-        self._runner: aiohttp.web.AppRunner | None = None
+        self.limits = limits
+        self._sites: AsyncGenerator[bytes | None] | None = None
+        self._renewals: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        app = aiohttp.web.Application(client_max_size=MAX_REPORT_BYTES)
-        app.add_routes([aiohttp.web.post(PATH, self.serve)])
-        self._runner = aiohttp.web.AppRunner(app, handle_signals=False, keepalive_timeout=TIMEOUT_SECONDS)
-        await self._runner.setup()
-        site = aiohttp.web.TCPSite(self._runner, "0.0.0.0", self.port, ssl_context=self.context)
-        await site.start()
+        """Listening once this returns (certificate files that do not load raise here); serving until ``stop``."""
+        route = serving.post(PATH, self.serve, limits=self.limits, max_bytes=MAX_REPORT_BYTES)
+        sites = serving.serve(
+            [route],
+            host="0.0.0.0",
+            port=self.port,
+            limits=self.limits,
+            tls=self._tls,
+            files=(self.certfile, self.keyfile),
+            check_interval=serving.CERT_CHECK_SECONDS,
+        )
+        self._sites = sites
+        await anext(sites)
+        self._renewals = asyncio.create_task(self._follow(sites))
+
+    @staticmethod
+    async def _follow(sites: AsyncGenerator[bytes | None]) -> None:
+        async for _ in sites:  # each renewal of the certificate
+            pass
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._renewals is not None:
+            self._renewals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewals
+        if self._sites is not None:
+            await self._sites.aclose()
 
-    async def serve(self, request: aiohttp.web.Request) -> aiohttp.web.Response:
+    def _tls(self) -> tuple[None, ssl.SSLContext]:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.certfile, self.keyfile)
+        return None, context  # reporters are given the CA (RAYJOB_ADVISOR_PROGRESS_CA)
+
+    async def serve(self, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
         """One report: authenticated, authorized, recorded; any refusal is one line with its status."""
         try:
             token = bearer(request.headers)
-            report = parse_report(await request.read())
+            report = parse_report(body)
             refined = await self._record(token, report)
         except Rejected as exc:
             return aiohttp.web.Response(status=exc.status, text=exc.text)
-        except aiohttp.web.HTTPRequestEntityTooLarge:
-            return aiohttp.web.Response(status=413, text=f"a report has at most {MAX_REPORT_BYTES} bytes")
         except (kubernetes.client.ApiException, OSError) as exc:
             logger.warning("could not record a progress report: %s", exc)
             return aiohttp.web.Response(status=503, text=f"could not record the report: {type(exc).__name__}")

@@ -61,5 +61,11 @@ securityContext:
 {{- with .Values.defaultWorkload }}
 - {name: RAYJOB_ADVISOR_DEFAULT_WORKLOAD, value: {{ . | quote }}}
 {{- end }}
+{{- /* The HTTPS servers' limits: the webhook's, and the controller's progress endpoint's. */}}
+{{- with .Values.webhook.limits }}
+- {name: RAYJOB_ADVISOR_WEBHOOK_HEADER_TIMEOUT_SECONDS, value: {{ .headerTimeoutSeconds | quote }}}
+- {name: RAYJOB_ADVISOR_WEBHOOK_BODY_TIMEOUT_SECONDS, value: {{ .bodyTimeoutSeconds | quote }}}
+- {name: RAYJOB_ADVISOR_WEBHOOK_MAX_CONNECTIONS, value: {{ .maxConnections | quote }}}
+{{- end }}
 - {name: HOME, value: /tmp}
 {{- end -}}

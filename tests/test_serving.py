@@ -1,0 +1,179 @@
+"""The hardened HTTPS server both endpoints share (``serving``): the webhook role's admission and the controller's
+progress reports, each run for real against the emulator: slow and numerous clients, big bodies, renewed
+certificates."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rayjob_advisor import admission, reports
+from rayjob_advisor import serving as serving_module
+from rayjob_advisor_testkit.admission import Webhook
+from rayjob_advisor_testkit.advisor import RunningAdvisor, free_port, running_advisor
+from rayjob_advisor_testkit.certificates import make_certificates
+from rayjob_advisor_testkit.rayjobs import make_rayjob
+
+SERVERS = ["webhook", "progress"]
+MAX_BYTES = {"webhook": admission.MAX_REQUEST_BYTES, "progress": reports.MAX_REPORT_BYTES}
+PATHS = {"webhook": "/advise", "progress": reports.PATH}
+# A request each answers at once, with no profile and no token: an AdmissionReview (admitted), a report without
+# a token (refused).
+ANSWERS = {"webhook": 200, "progress": 401}
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """One of the two servers, running: where it listens, and a client context trusting its CA."""
+
+    kind: str
+    advisor: RunningAdvisor
+    port: int
+    context: ssl.SSLContext
+
+    def post(self, body: bytes, context: ssl.SSLContext | None = None) -> tuple[int, str, bytes]:
+        """(HTTP status, reason, body) of the answer to ``body`` (trusting ``context``'s CA, default the first)."""
+        url = f"https://127.0.0.1:{self.port}{PATHS[self.kind]}"
+        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=context or self.context, timeout=30) as answer:
+                return answer.status, answer.reason, answer.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                return error.code, error.reason, error.read()
+
+    def answer(self, context: ssl.SSLContext | None = None) -> int:
+        """The status of a request this server answers at once (``ANSWERS``)."""
+        if self.kind == "webhook":
+            return self.post(json.dumps(Webhook.envelope(make_rayjob())).encode(), context)[0]
+        return self.post(json.dumps({"namespace": "default", "name": "x", "done": 1, "total": 2}).encode(), context)[0]
+
+
+@contextlib.contextmanager
+def served(kind: str, folder: pathlib.Path, **config: Any) -> Iterator[Served]:
+    """The webhook role, or a controller with its progress endpoint, with ``config`` (OperatorConfig fields)."""
+    if kind == "webhook":
+        with running_advisor("webhook", **config) as advisor:
+            yield Served(kind, advisor, advisor.config.webhook_port, advisor.webhook.context)
+        return
+    ca, cert, key = make_certificates(folder)
+    tls = {"tls_cert_file": str(cert), "tls_key_file": str(key), "progress_port": free_port()}
+    with running_advisor(**tls, **config) as advisor:
+        server = Served(kind, advisor, advisor.config.progress_port, ssl.create_default_context(cafile=str(ca)))
+        advisor.api.wait_until(lambda: _answers(server), 30)
+        yield server
+
+
+def _answers(server: Served, context: ssl.SSLContext | None = None) -> bool:
+    with contextlib.suppress(urllib.error.URLError, ConnectionError):
+        return server.answer(context) == ANSWERS[server.kind]
+    return False
+
+
+def _leaf(chain: pathlib.Path) -> bytes:
+    """The first certificate of a PEM chain (the server's own), as DER."""
+    end = "-----END CERTIFICATE-----"
+    return ssl.PEM_cert_to_DER_cert(chain.read_text().split(end)[0] + end)
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_body_over_the_limit_gets_a_413_with_the_reason(kind, tmp_path):
+    with served(kind, tmp_path) as server:
+        status, reason, body = server.post(json.dumps({"padding": "x" * MAX_BYTES[kind]}).encode())
+        words = f"request body over {MAX_BYTES[kind]} bytes"
+        assert (status, reason, body.decode()) == (413, words, words)
+        assert server.answer() == ANSWERS[kind]  # and the server goes on
+
+
+class SlowClient:
+    """Connections that hold a server the way a slow-loris does: TLS done, then a request that never ends."""
+
+    def __init__(self, server: Served) -> None:
+        self.port = server.port
+        self.context = server.context
+        self.headers = f"POST {PATHS[server.kind]} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+
+    def open(self, sent: str | None) -> socket.socket:
+        """A connection that sent ``sent`` (after the headers) after its handshake; None: not even the handshake."""
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        if sent is None:
+            return raw
+        tls = self.context.wrap_socket(raw, server_hostname="127.0.0.1")
+        tls.sendall((self.headers + sent).encode())
+        return tls
+
+    @staticmethod
+    def answer(connection: socket.socket, timeout: float) -> tuple[bytes, float]:
+        """(what the server sent back, how long it took to close) the connection; fails if it stays open."""
+        start = time.monotonic()
+        received = b""
+        connection.settimeout(timeout)
+        with connection, contextlib.suppress(ConnectionError, ssl.SSLError):
+            while chunk := connection.recv(4096):  # socket.timeout (TimeoutError) fails the test
+                received += chunk
+        return received, time.monotonic() - start
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_slow_connections_are_dropped_while_requests_are_answered(kind, tmp_path):
+    limits = {"webhook_header_timeout_seconds": 2, "webhook_body_timeout_seconds": 2}
+    with served(kind, tmp_path, **limits) as server:
+        slow = SlowClient(server)
+        opened = time.monotonic()
+        no_handshake = [slow.open(None) for _ in range(5)]
+        partial_headers = [slow.open("") for _ in range(40)]
+        partial_body = [slow.open("Content-Length: 1000\r\n\r\n{") for _ in range(5)]
+        start = time.monotonic()
+        assert server.answer() == ANSWERS[kind] and time.monotonic() - start < 1.5
+        for connection in [*no_handshake, *partial_headers]:
+            assert slow.answer(connection, 5)[0] == b""
+        for connection in partial_body:
+            assert slow.answer(connection, 5)[0].startswith(b"HTTP/1.1 408 ")
+        assert 2 <= time.monotonic() - opened < 5
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_connections_beyond_the_limit_get_a_503_at_once(kind, tmp_path):
+    with served(kind, tmp_path, webhook_header_timeout_seconds=2, webhook_max_connections=8) as server:
+        slow = SlowClient(server)
+        held = [slow.open("") for _ in range(8)]
+        time.sleep(0.2)  # the server has seen them all
+        refused = [slow.open("") for _ in range(4)]
+        for connection in refused:
+            received, took = slow.answer(connection, 5)
+            assert received.startswith(b"HTTP/1.1 503 ") and took < 1
+        for connection in held:
+            assert slow.answer(connection, 5)[0] == b""
+        assert server.answer() == ANSWERS[kind]
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
+    (tmp_path / "old").mkdir()
+    with served(kind, tmp_path / "old") as server:
+        config = server.advisor.config
+        ca, cert, key = make_certificates(tmp_path)
+        # A Secret volume swaps both files at once; one at a time, the server keeps the old pair until both load.
+        for new, old in ((cert, config.tls_cert_file), (key, config.tls_key_file)):
+            os.replace(new, str(old))
+            time.sleep(0.5)
+        renewed = ssl.create_default_context(cafile=str(ca))
+        server.advisor.api.wait_until(lambda: _answers(server, renewed), 10)
+        seen = ssl.get_server_certificate(("127.0.0.1", server.port))
+        assert ssl.PEM_cert_to_DER_cert(seen) == _leaf(pathlib.Path(str(config.tls_cert_file)))
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            server.answer()  # the old CA no longer verifies it
+    assert "the certificate files changed but do not load yet" in caplog.text  # the new certificate, the old key
