@@ -54,20 +54,29 @@ class AdmissionServer(kopf.WebhookServer):
         review = functools.partial(self._review, fn)
         route = serving.post(f"{path}/{{id:.*}}", review, limits=self.limits, max_bytes=admission.MAX_REQUEST_BYTES)
         port = self.port or self._allocate_free_port()
-        host = self.host or self.DEFAULT_HOST or self._get_accessible_addr(self.addr)
-        url = self._build_url("http" if self.insecure else "https", host, port, self.path or "")  # as kopf's
         files = (self.certfile, self.pkeyfile, self.cafile)
         sites = serving.serve(
-            [route], host=self.addr or None, port=port, limits=self.limits, tls=self._build_ssl, files=files,
+            [route],
+            host=self.addr or None,
+            port=port,
+            limits=self.limits,
+            tls=self._build_ssl,
+            files=files,
             check_interval=self.file_check_interval,
-        )  # fmt: skip
+        )
         async with contextlib.aclosing(sites):
             async for cadata in sites:
-                logger.debug(f"Listening for webhooks at {url}")
-                client_config = kopf.WebhookClientConfig(url=url)
-                if cadata is not None:
-                    client_config["caBundle"] = base64.b64encode(cadata).decode("ascii")
-                yield client_config
+                yield self._client_config(port, cadata)
+
+    def _client_config(self, port: int, cadata: bytes | None) -> kopf.WebhookClientConfig:
+        """What the webhook configuration points at, as kopf builds it: the URL and the CA of the served certificate."""
+        host = self.host or self.DEFAULT_HOST or self._get_accessible_addr(self.addr)
+        url = self._build_url("http" if self.insecure else "https", host, port, self.path or "")
+        logger.debug(f"Listening for webhooks at {url}")
+        client_config = kopf.WebhookClientConfig(url=url)
+        if cadata is not None:
+            client_config["caBundle"] = base64.b64encode(cadata).decode("ascii")
+        return client_config
 
     @staticmethod
     async def _review(fn: kopf.WebhookFn, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
