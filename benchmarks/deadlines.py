@@ -7,7 +7,7 @@ jobs arrive with a replica count as submitted (drawn at random) and a
 deadline drawn "loose" (between the fastest true runtime and twice the
 slowest) or "tight" (within 15 % of the fastest). Three
 policies choose the worker count: the planner (cheapest whose 0.9 upper
-bound plus expected start-up fits), an oracle that knows the true runtimes
+bound plus its own expected start-up fits), an oracle that knows the true runtimes
 (cheapest that truly fits, else the fastest), and the jobs as submitted. The
 script prints each policy's deadline-hit rate and the worker-seconds spent.
 
@@ -124,9 +124,7 @@ def replay(deadlines_per_size: int, regime: str) -> None:
                 left = rng.uniform(*REGIMES[regime](list(totals.values())))
                 submitted = int(rng.choice(workers))
                 job = job_features(size, submitted, max(workers), cpus)
-                plan = planner.recommend(
-                    job, model, NOW + dt.timedelta(seconds=left), NOW, 0.9, model.startup_seconds_, planner.Prices()
-                )
+                plan = planner.recommend(job, model, NOW + dt.timedelta(seconds=left), NOW, 0.9, planner.Prices())
                 fitting = [w for w in workers if totals[w] <= left]
                 oracle = min(fitting, key=lambda w: w * totals[w]) if fitting else min(workers, key=totals.get)
                 for policy, chosen in (("planner", plan.replicas), ("oracle", oracle), ("as submitted", submitted)):
@@ -272,7 +270,7 @@ def gpu_replay(
             left = rng.uniform(*bounds(list(totals.values())))
             submitted = int(rng.choice(gpus))
             job = gpu_job(profile.workload, samples, batch, submitted, gpus[-1], policy)
-            plan = planner.recommend(job, model, NOW + dt.timedelta(seconds=left), NOW, 0.9, 0.0, planner.Prices())
+            plan = planner.recommend(job, model, NOW + dt.timedelta(seconds=left), NOW, 0.9, planner.Prices())
             fitting = [n for n in gpus if totals[n] <= left]
             oracle = min(fitting, key=lambda n: n * totals[n]) if fitting else min(gpus, key=totals.__getitem__)
             trend = everything.trend([job.with_replicas(n) for n in gpus])

@@ -506,7 +506,7 @@ def test_the_what_if_table_covers_every_gpu_count_the_profile_measured(gpu_store
     rayjob = gpu_deadline_job("recommend", deadline="10m", gpus="2")
     job = features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
     model = gpu_store.find("default", "synthetic").model
-    rows = prediction.what_if(job, model, 0.9, model.startup_seconds_, planner.Prices())
+    rows = prediction.what_if(job, model, 0.9, planner.Prices())
     assert [(row.replicas, row.gpus_per_worker) for row in rows] == [(r, g) for r in (1, 2, 3, 4) for g in (1, 2, 4)]
     by_size = {(row.replicas, row.gpus_per_worker): row for row in rows}
     assert by_size[(2, 4.0)].p50 < by_size[(2, 2.0)].p50 < by_size[(2, 1.0)].p50  # more GPUs, faster

@@ -10,6 +10,7 @@ import pytest
 from rayjob_advisor import contract as ann
 from rayjob_advisor import hooks, profiles
 from rayjob_advisor.application import Policy, advise
+from rayjob_advisor.features import features_from_rayjob
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.profiles import profile_manifest, synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -50,7 +51,8 @@ def test_enabled_hooks_carry_the_expected_walltime_at_admission(store):
     rayjob = job()
     advice = advise(rayjob, store, policy=BOTH, may_resize=True, now=NOW)
     after = applied(rayjob, advice)  # valid against the KubeRay CRD
-    seconds = walltime(notes_of(advice), store.find("default", "synthetic").model.startup_seconds_)
+    own = features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+    seconds = walltime(notes_of(advice), store.find("default", "synthetic").model.startup([own])[0])
     assert advice.walltime is not None and seconds == max(1, math.ceil(advice.walltime))
     assert after["metadata"]["annotations"][ann.KUEUE_MAX_RUN_DURATION] == str(seconds)
     cluster = after["spec"]["rayClusterSpec"]

@@ -184,7 +184,7 @@ def test_what_if_predicts_the_live_job_at_other_sizes_from_its_profile(live, kub
     rayjob = live.api.get("rayjobs", "default", "sizes")
     job = features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
     now = prediction.predict(job, model, f"default/{WORKLOAD}", 0.9)
-    rows = prediction.what_if(job, model, 0.9, model.startup_seconds_, planner.Prices(), replicas=[1, 2, 16])
+    rows = prediction.what_if(job, model, 0.9, planner.Prices(), replicas=[1, 2, 16])
     assert intro.startswith(f"RayJob default/sizes: profile default/{WORKLOAD} ({len(seed + learned)} runs; model ")
     assert as_it_is.startswith(f"as it is, 4 replicas (4 Ray Train workers): {ann.format_duration(now.p50)} (median)")
     assert title == "what if (group 'workers'):"

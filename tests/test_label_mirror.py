@@ -90,6 +90,20 @@ def test_the_deadline_status_is_that_of_the_size_the_job_will_run_at(store):
         assert not plan["meetsDeadline"] and status == "at-risk"
 
 
+def test_a_job_left_at_its_size_is_judged_with_its_own_start_up():
+    """Start-up grows 5 s a worker: 8 replicas start in 40 s and need 71 s at the upper bound, 4 start in 20 s."""
+    store = profiles.ProfileStore(shipped=False)
+    runs = [run.model_copy(update={"startup_seconds": 5.0 * run.workers}) for run in synthetic_observations()]
+    store.put("default", "synthetic", "synthetic", runs, []).fit()
+    for deadline, status in (("60s", "at-risk"), ("80s", "on-track")):
+        rayjob = job(deadline=deadline, replicas=8)
+        advice = advise(rayjob, store, policy=POLICY, may_resize=False, now=NOW)
+        plan = json.loads(advice.patch["metadata"]["annotations"][ann.RECOMMENDATION])
+        assert plan["meetsDeadline"] and plan["replicas"] < 8 and plan["startupSeconds"] < 40
+        assert advice.walltime is not None and 60 < advice.walltime < 80  # its own: 40 s start-up + the bound
+        assert labels_after(rayjob, advice)[ann.DEADLINE_STATUS] == status
+
+
 def test_bad_input_leaves_the_labels_alone(store):
     rayjob = job()
     rayjob["metadata"]["labels"] = {ann.PREDICTED: "5m", ann.DEADLINE_STATUS: "on-track"}

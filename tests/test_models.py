@@ -14,6 +14,7 @@ from rayjob_advisor.features import Features
 from rayjob_advisor.models import calibration, evaluation, splits
 from rayjob_advisor.models.estimators import CANDIDATES, Ernest
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.models.startup import StartupCurve
 from rayjob_advisor.observations import read_observations
 from rayjob_advisor_testkit.fits import counting_fits
 from rayjob_advisor_testkit.profiles import synthetic_observations
@@ -235,3 +236,46 @@ def test_probability_within_is_monotone_and_agrees_with_the_upper_bound(fitted):
     probabilities = [fitted.probability_within(jobs, fitted.predict(jobs) * factor) for factor in grid]
     assert np.all(np.diff(probabilities, axis=0) >= 0)
     assert np.all(probabilities[0] == 0.0) and np.all(probabilities[-1] > 0.9)
+
+
+# Start-up per worker count (models/startup.py), on the shipped digits-cnn runs: 13 s for 1 worker, 27 s for 4.
+@pytest.fixture(scope="module")
+def digits_runs():
+    return read_observations(profiles.shipped_data("digits-cnn"))[0]
+
+
+def startup_medians(runs) -> dict[int, float]:
+    return {
+        w: float(np.median([o.startup_seconds for o in runs if o.workers == w]))
+        for w in sorted({o.workers for o in runs})
+    }
+
+
+def test_the_start_up_of_a_measured_worker_count_is_the_median_of_its_runs(digits_runs):
+    medians = startup_medians(digits_runs)
+    assert list(medians) == [1, 2, 3, 4] and medians[1] < medians[2] < medians[3] < medians[4]  # it grows
+    model = RuntimeModel(candidate="ernest").fit(digits_runs)
+    assert model.startup([features(w) for w in medians]) == pytest.approx(list(medians.values()))
+
+
+def test_a_worker_count_between_measured_ones_is_interpolated_near_what_it_measured(digits_runs):
+    medians = startup_medians(digits_runs)
+    curve = StartupCurve.from_runs([o for o in digits_runs if o.workers != 3])
+    assert curve.seconds([3])[0] == pytest.approx((medians[2] + medians[4]) / 2)
+    assert curve.seconds([3])[0] == pytest.approx(medians[3], rel=0.1)
+
+
+def test_outside_the_profile_the_start_up_errs_long(digits_runs):
+    medians = startup_medians(digits_runs)
+    above = StartupCurve.from_runs([o for o in digits_runs if o.workers != 4])
+    extrapolated = above.seconds([4, 5, 8])
+    assert medians[3] < extrapolated[0] < extrapolated[1] < extrapolated[2]  # grows on past the largest count
+    assert abs(extrapolated[0] - medians[4]) < abs(medians[3] - medians[4]) / 2  # closer than holding it flat
+    below = StartupCurve.from_runs([o for o in digits_runs if o.workers != 1])
+    assert below.seconds([1])[0] == pytest.approx(medians[2]) and medians[2] > medians[1]  # held, never less
+
+
+def test_a_profile_that_never_measured_start_up_has_none():
+    runs = read_observations(profiles.shipped_data("pollux-ncf"))[0]
+    assert all(o.startup_seconds is None for o in runs)
+    assert StartupCurve.from_runs(runs).seconds([1, 4, 16]).tolist() == [0.0, 0.0, 0.0]

@@ -29,7 +29,16 @@ def normal_chance(median: float, margin: float, seconds: float) -> float:
     return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 
 
-class AmdahlModel:
+class FixedStartup:
+    """A start-up of ``startup_seconds`` at every size."""
+
+    startup_seconds = 60.0
+
+    def startup(self, runs):
+        return [self.startup_seconds for _ in runs]
+
+
+class AmdahlModel(FixedStartup):
     """Runtime = serial + parallel / (workers x GPUs per worker ** 0.5); the 0.9 upper bound is 20 % above.
 
     Its profile measured ``measured_gpus_`` GPUs per worker (by default none: a CPU profile).
@@ -49,12 +58,16 @@ class AmdahlModel:
 
 
 class TableModel:
-    """Median and relative 0.9 margin per replica count, as given; chances from a normal spread of that margin."""
+    """Start-up, median and relative 0.9 margin per replica count, as given; chances from a normal spread of
+    that margin."""
 
     measured_gpus_ = (0.0,)
 
-    def __init__(self, medians: dict[int, float], margins: dict[int, float]) -> None:
-        self.medians, self.margins = medians, margins
+    def __init__(self, startups: dict[int, float], medians: dict[int, float], margins: dict[int, float]) -> None:
+        self.startups, self.medians, self.margins = startups, medians, margins
+
+    def startup(self, runs):
+        return [self.startups[run.scale_group.replicas] for run in runs]
 
     def predict(self, runs):
         return [self.medians[run.scale_group.replicas] for run in runs]
@@ -80,9 +93,9 @@ def gpu_job(gpus="2", **group):
     return job(resources={"limits": {"cpu": "4", "nvidia.com/gpu": gpus}}, **group)
 
 
-def recommend(features, minutes_left, startup=60.0, model=None, prices=planner.Prices()):
+def recommend(features, minutes_left, model=None, prices=planner.Prices()):
     deadline = NOW + dt.timedelta(minutes=minutes_left)
-    return planner.recommend(features, model or AmdahlModel(), deadline, NOW, 0.9, startup, prices)
+    return planner.recommend(features, model or AmdahlModel(), deadline, NOW, 0.9, prices)
 
 
 def test_the_cheapest_fitting_count_wins():
@@ -100,7 +113,7 @@ def test_with_a_loose_deadline_fewer_workers_are_cheaper():
 def test_cost_weighs_gpus_and_cpus():
     expensive_gpus = planner.Prices(cpu_hour=0.0, gpu_hour=10.0)
     sizes = [(1, 1.0), (2, 1.0), (1, 4.0)]
-    options = planner.options(gpu_job("1"), AmdahlModel(), sizes, 0.9, 60.0, expensive_gpus)
+    options = planner.options(gpu_job("1"), AmdahlModel(), sizes, 0.9, expensive_gpus)
     assert [(o.replicas, o.gpus_per_worker) for o in options] == sizes
     assert options[0].cost == pytest.approx(1 * 10.0 * (60 + 4200) / 3600)
     assert options[1].cost == pytest.approx(2 * 10.0 * (60 + 2400) / 3600)
@@ -124,15 +137,45 @@ def test_when_nothing_fits_the_likeliest_is_chosen_and_the_miss_is_said():
 def test_the_fallback_prefers_the_best_chance_to_the_lowest_upper_bound():
     # 4 replicas has the lowest upper bound (57.75 s) only because its spread is narrow; its median (55 s) is
     # slower than 3 replicas' (50 s), which has a 57% chance of the 52 s left where 4 replicas has 8%.
-    model = TableModel(medians={1: 100.0, 2: 60.0, 3: 50.0, 4: 55.0}, margins={1: 0.1, 2: 0.1, 3: 0.3, 4: 0.05})
-    choice = recommend(job(high=4), minutes_left=1, startup=8.0, model=model)
+    model = TableModel(
+        startups=dict.fromkeys(range(1, 5), 8.0),
+        medians={1: 100.0, 2: 60.0, 3: 50.0, 4: 55.0},
+        margins={1: 0.1, 2: 0.1, 3: 0.3, 4: 0.05},
+    )
+    choice = recommend(job(high=4), minutes_left=1, model=model)
     assert (choice.replicas, choice.meets_deadline) == (3, False)
     assert choice.probability == pytest.approx(normal_chance(50.0, 0.3, 52.0))
     assert "the likeliest, 3 replicas, has a 57% chance" in choice.reason
     assert "at 90% confidence it needs 1m13s with start-up, 13s more" in choice.reason
 
 
-class ChanceModel:
+# Start-up grows with the pods: 1 replica starts in 10 s and runs 30 s (33 s at 0.9); 2 start in 25 s, run 20 s (22 s).
+GROWING_STARTUP = TableModel(startups={1: 10.0, 2: 25.0}, medians={1: 30.0, 2: 20.0}, margins={1: 0.1, 2: 0.1})
+
+
+def test_each_size_is_judged_with_its_own_start_up():
+    # 45 s left: 1 replica ends in 10 + 33 = 43 s, 2 replicas in 25 + 22 = 47 s. With one start-up for every
+    # size (the median, 17.5 s) 2 replicas would look like 39.5 s and 1 replica 50.5 s: the wrong one fits.
+    choice = recommend(job(replicas=2, high=2), minutes_left=0.75, model=GROWING_STARTUP)
+    assert (choice.replicas, choice.meets_deadline, choice.startup_seconds, choice.walltime) == (1, True, 10.0, 43.0)
+    assert choice.reason == (
+        "1 replicas is the cheapest that finishes in time: 43s with start-up at 90% confidence, 2s before the deadline"
+    )
+    rows = planner.options(job(replicas=2, high=2), GROWING_STARTUP, [(1, 0.0), (2, 0.0)], 0.9, planner.Prices(), 45.0)
+    assert [(row.startup, row.in_time(45.0)) for row in rows] == [(10.0, True), (25.0, False)]
+    assert [row.probability for row in rows] == [normal_chance(30.0, 0.1, 35.0), normal_chance(20.0, 0.1, 20.0)]
+    assert rows[1].cost == pytest.approx(2 * planner.Prices().worker_hour(job()) * (25.0 + 20.0) / 3600)
+
+
+def test_before_every_start_up_the_size_that_ends_first_wins_not_the_faster_runtime():
+    # 5 s left: no size can even start (every chance 0). 2 replicas run faster (20 s) but end later (45 s > 40 s).
+    choice = recommend(job(replicas=2, high=2), minutes_left=5 / 60, model=GROWING_STARTUP)
+    assert (choice.replicas, choice.meets_deadline, choice.probability) == (1, False, 0.0)
+    assert "the likeliest, 1 replicas, has a 0% chance" in choice.reason
+    assert "it needs 43s with start-up, 38s more" in choice.reason
+
+
+class ChanceModel(FixedStartup):
     """Given medians and chances per replica count (whatever the seconds asked); an upper bound that never fits."""
 
     measured_gpus_ = (0.0,)
@@ -269,11 +312,12 @@ def imagenet_job() -> Features:
 @pytest.mark.parametrize("fraction", [0.5, 0.95, 1.05])
 def test_on_a_real_model_a_missed_deadline_gets_the_likeliest_size_never_a_slower_median(imagenet, fraction):
     job = imagenet_job()
-    rows = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, 0.0, planner.Prices())
+    rows = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, planner.Prices())
+    assert all(row.startup == 0.0 for row in rows)  # Pollux measured steps, not start-up
     left = min(fraction * min(row.p50 for row in rows), 0.99 * min(row.upper for row in rows))  # none certified
-    choice = recommend(job, minutes_left=left / 60, startup=0.0, model=imagenet)
+    choice = recommend(job, minutes_left=left / 60, model=imagenet)
     assert not choice.meets_deadline and choice.changes
-    chances = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, 0.0, planner.Prices(), within=left)
+    chances = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, planner.Prices(), left=left)
     chosen = next(row for row in chances if row.replicas == choice.replicas)
     assert choice.probability == chosen.probability == max(row.probability for row in chances)
     assert choice.probability == pytest.approx(
@@ -284,7 +328,7 @@ def test_on_a_real_model_a_missed_deadline_gets_the_likeliest_size_never_a_slowe
 
 
 def test_on_a_real_model_a_certified_size_meets_the_deadline_at_the_jobs_confidence(imagenet):
-    choice = recommend(imagenet_job(), minutes_left=40, startup=0.0, model=imagenet)
+    choice = recommend(imagenet_job(), minutes_left=40, model=imagenet)
     assert choice.meets_deadline and choice.probability >= 0.9
 
 

@@ -128,7 +128,8 @@ def _advise(
     heads_up = (Message(reason="OtherAccelerator", text=other, warning=True),) if other else ()
     notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
     notes |= {contract.PREDICTED: contract.format_duration(result.p50), contract.DEADLINE_STATUS: "none"}
-    known = {"workload": inputs.workload, "p50": result.p50, "walltime": model.startup_seconds_ + result.upper}
+    startup = float(model.startup([job])[0])
+    known = {"workload": inputs.workload, "p50": result.p50, "walltime": startup + result.upper}
     if plan is None:
         return Advice(patch=merge(_annotations(notes), release), messages=heads_up, **known)
     enforce = may_resize and inputs.mode == "enforce" and plan.changes
@@ -136,7 +137,8 @@ def _advise(
     if blocker:
         plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()
-    notes[contract.DEADLINE_STATUS] = _deadline_status(plan, now, None if enforce and not blocker else result.upper)
+    as_is = None if enforce and not blocker else (startup, result.upper)
+    notes[contract.DEADLINE_STATUS] = _deadline_status(plan, now, as_is)
     if enforce and not blocker:
         return _told(_resized(rayjob, job, plan, notes, release, known), *heads_up)
     text = f"recommends {plan.size}: {plan.reason}"
@@ -182,12 +184,16 @@ def _resized(
     return Advice(patch=patch, messages=(message,), resized=True, **known)
 
 
-def _deadline_status(plan: planner.Recommendation, now: dt.datetime, upper: float | None) -> contract.DeadlineStatus:
+def _deadline_status(
+    plan: planner.Recommendation, now: dt.datetime, as_is: tuple[float, float] | None
+) -> contract.DeadlineStatus:
     """``on-track`` when the job ends by its deadline at the upper bound, else ``at-risk``: at the plan's size,
-    or at its own (upper bound ``upper``) when it is not resized (the planner's rule)."""
-    if upper is None:
-        return "on-track" if plan.meets_deadline else "at-risk"
-    return "on-track" if plan.startup_seconds + upper <= (plan.deadline - now).total_seconds() else "at-risk"
+    or at its own (``as_is``: its start-up and upper bound) when it is not resized, by the planner's rule."""
+    if as_is is None:
+        meets = plan.meets_deadline
+    else:
+        meets = planner.finishes_in_time(*as_is, (plan.deadline - now).total_seconds())
+    return "on-track" if meets else "at-risk"
 
 
 def _annotations(notes: Mapping[str, str | None]) -> MergePatch:

@@ -443,7 +443,7 @@ def _predict(args: argparse.Namespace) -> None:
     result, recommendation = prediction.forecast(
         rayjob, inputs, job, model, profile, prices, now, assumed_accelerator=choice.assumed
     )
-    rows = prediction.what_if(job, model, inputs.confidence, model.startup_seconds_, prices)
+    rows = prediction.what_if(job, model, inputs.confidence, prices)
     if warning := choice.warning(profile):
         print(f"rayjob-advisor: warning: {warning}", file=sys.stderr)
     notes = result.annotations()
@@ -485,17 +485,10 @@ def _accelerator_table(
         lines.append(
             "  note: the profile's runs name no accelerator: every accelerator is predicted from the same runs"
         )
-    lines.append(
-        f"{'accelerator':<12} {'replicas':>8} {'GPUs/worker':>11} {'workers':>8} {'median':>10} {'upper':>10} "
-        f"{'cost':>10} {'deadline':>9}"
-    )
+    lines.append(f"{'accelerator':<12} {_SIZE_HEADER} {'deadline':>9}")
     for row in rows:
         meets = "-" if row.meets_deadline is None else "meets" if row.meets_deadline else "MISSES"
-        lines.append(
-            f"{row.accelerator:<12} {row.replicas:>8} {row.gpus_per_worker:>11g} {row.workers:>8} "
-            f"{contract.format_duration(row.p50):>10} {contract.format_duration(row.upper):>10} {row.cost:>10.4f} "
-            f"{meets:>9}"
-        )
+        lines.append(f"{row.accelerator:<12} {_size_cells(row)} {meets:>9}")
     lines += [f"{name:<12} no rows: {why}" for name, why in missing.items()]
     return "\n".join(lines)
 
@@ -514,7 +507,7 @@ def _prediction_table(
     lines = [
         f"profile: {result.profile} ({model_summary(model)})",
         f"features: {used} ({where})",
-        f"predicted runtime: {runtime_summary(result, model.startup_seconds_)}",
+        f"predicted runtime: {runtime_summary(result, float(model.startup([job])[0]))}",
     ]
     lines += [_batch_line(result.features), _placement_line(result.features)]
     if result.assumed:
@@ -537,7 +530,7 @@ def model_summary(model: RuntimeModel) -> str:
 
 
 def runtime_summary(result: prediction.Prediction, startup: float) -> str:
-    """The median, the upper bound at its confidence and the start-up, in Go durations."""
+    """The median, the upper bound at its confidence and the job's expected start-up, in Go durations."""
     return (
         f"{contract.format_duration(result.p50)} (median), "
         f"{contract.format_duration(result.upper)} (upper bound at {result.confidence:g}), "
@@ -547,13 +540,18 @@ def runtime_summary(result: prediction.Prediction, startup: float) -> str:
 
 def what_if_table(rows: Sequence[planner.Option]) -> list[str]:
     """The what-if table, a size a row (``predict`` and ``kubectl rayjob-advisor what-if`` print it)."""
-    lines = [f"{'replicas':>8} {'GPUs/worker':>11} {'workers':>8} {'median':>10} {'upper':>10} {'cost':>10}"]
-    for row in rows:
-        lines.append(
-            f"{row.replicas:>8} {row.gpus_per_worker:>11g} {row.workers:>8} {contract.format_duration(row.p50):>10} "
-            f"{contract.format_duration(row.upper):>10} {row.cost:>10.4f}"
-        )
-    return lines
+    return [_SIZE_HEADER, *(_size_cells(row) for row in rows)]
+
+
+_SIZE_HEADER = (
+    f"{'replicas':>8} {'GPUs/worker':>11} {'workers':>8} {'start-up':>10} {'median':>10} {'upper':>10} {'cost':>10}"
+)
+
+
+def _size_cells(row: planner.Option) -> str:
+    """A size's cells of a what-if table: its size, expected start-up, runtimes and cost."""
+    durations = " ".join(f"{contract.format_duration(seconds):>10}" for seconds in (row.startup, row.p50, row.upper))
+    return f"{row.replicas:>8} {row.gpus_per_worker:>11g} {row.workers:>8} {durations} {row.cost:>10.4f}"
 
 
 def _batch_line(used: dict[str, Any]) -> str:

@@ -302,9 +302,9 @@ def what_if_rayjob(cluster: Cluster, args: argparse.Namespace) -> str:
     job = features.features_from_rayjob(body, inputs)
     prediction.require_predictable(job)
     profile, model = _fitted_profile(cluster, rayjob, inputs.workload, job.accelerator)
-    startup = model.startup_seconds_
+    startup = float(model.startup([job])[0])
     result = prediction.predict(job, model, profile.label, inputs.confidence)
-    rows = prediction.what_if(job, model, inputs.confidence, startup, planner.Prices(), args.replicas, args.gpus)
+    rows = prediction.what_if(job, model, inputs.confidence, planner.Prices(), args.replicas, args.gpus)
     group = job.scale_group
     size = planner.describe_size(group.replicas, job.gpus_per_worker) if group else "the head pod alone"
     return "\n".join([

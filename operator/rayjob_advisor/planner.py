@@ -1,19 +1,22 @@
 """Deadline -> the cheapest size of the scaled group that finishes in time.
 
 A size is a replica count and, where the profile measured several, a number
-of GPUs per worker. It fits when the expected start-up plus the runtime's
-upper bound (at the job's confidence) ends before the deadline. Among those
-that fit, the cheapest wins — worker-seconds of expected runtime, weighted
-by CPU and GPU prices — and among equally cheap ones the fewest replicas,
-then GPUs.
+of GPUs per worker. It fits when its own expected start-up (the model's
+``startup``: more workers take longer to start) plus the runtime's upper
+bound (at the job's confidence) ends before the deadline. Among those that
+fit, the cheapest wins — worker-seconds of expected start-up and runtime,
+weighted by CPU and GPU prices — and among equally cheap ones the fewest
+replicas, then GPUs.
 
 When none fits, the size with the best chance of finishing in time wins:
 the model's estimated probability that the runtime stays within the time
-left after start-up, from the same residuals as the upper bound. A
-size with a slower median never wins over one with at least the same
-chance (ties go to the faster median, then the cheaper size), so a size
-that only looks safe because its bound is narrow is not preferred to a
-faster one. The reason says the chance and by how much the chosen size
+left after that size's start-up, from the same residuals as the upper bound. A
+size whose median ends later (its start-up plus median runtime) never wins
+over one with at least the same chance (ties go to the earlier median end,
+then the cheaper size), so a size that only looks safe because its bound is
+narrow is not preferred to a faster one, and when the deadline comes before
+every start-up (all chances 0) a bigger size does not win on a faster
+runtime it starts too late to use. The reason says the chance and by how much the chosen size
 misses at the job's confidence.
 """
 
@@ -62,16 +65,25 @@ class RuntimePredictor(Protocol):
 
     def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> Iterable[float]: ...
 
+    def startup(self, runs: Sequence[Runlike]) -> Iterable[float]: ...
+
 
 def describe_size(replicas: int, gpus_per_worker: float) -> str:
     """How reasons name a size: ``3 replicas``, or ``3 replicas x 2 GPUs`` for a GPU group."""
     return f"{replicas} replicas" + (f" x {gpus_per_worker:g} GPUs" if gpus_per_worker else "")
 
 
-class Option(pydantic.BaseModel):
-    """One size: its Ray Train workers, predicted runtimes (seconds, start-up excluded), cost of its pods.
+def finishes_in_time(startup: float, upper: float, left: float) -> bool:
+    """The planner's rule for a fit: start-up plus the upper bound ends within ``left`` seconds."""
+    return startup + upper <= left
 
-    ``probability``: the estimated chance that it runs within the seconds asked of ``options``, if any.
+
+class Option(pydantic.BaseModel):
+    """One size: its Ray Train workers, expected start-up, predicted runtimes (seconds, start-up excluded),
+    cost of its pods.
+
+    ``probability``: the estimated chance that it finishes within the seconds ``options`` was given as
+    ``left``, start-up included, if any.
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -79,14 +91,20 @@ class Option(pydantic.BaseModel):
     replicas: int
     gpus_per_worker: float
     workers: int
+    startup: float
     p50: float
     upper: float
     cost: float
     probability: float | None = None
 
-    def in_time(self, startup: float, left: float) -> bool:
-        """Whether start-up plus the upper bound ends within ``left`` seconds: the planner's rule for a fit."""
-        return startup + self.upper <= left
+    @property
+    def walltime(self) -> float:
+        """Seconds this size is expected to take: its start-up plus the upper bound."""
+        return self.startup + self.upper
+
+    def in_time(self, left: float) -> bool:
+        """Whether this size's start-up plus its upper bound ends within ``left`` seconds (``finishes_in_time``)."""
+        return finishes_in_time(self.startup, self.upper, left)
 
 
 class Recommendation(pydantic.BaseModel):
@@ -183,39 +201,47 @@ def options(
     model: RuntimePredictor,
     candidates: Sequence[tuple[int, float]],
     confidence: float,
-    startup: float,
     prices: Prices,
-    within: float | None = None,
+    left: float | None = None,
 ) -> list[Option]:
     """Every candidate (replicas, GPUs per worker), predicted in one batch; a GPU-hour costs as a worker's GPUs.
 
-    ``within``: seconds of runtime (start-up excluded) whose chance each option is given.
+    ``left``: seconds until the deadline, start-up included; each option is given its chance of running
+    within what its own start-up leaves of them.
     """
     variants = [job.with_replicas(r).with_gpus(g) for r, g in candidates] if job.scale_group else [job]
+    startup = [float(s) for s in model.startup(variants)]
     p50 = model.predict(variants)
     upper = model.predict_upper(variants, confidence)
     chances: Iterable[float | None] = (
-        [None] * len(variants) if within is None else model.probability_within(variants, [within] * len(variants))
+        [None] * len(variants) if left is None else model.probability_within(variants, [left - s for s in startup])
     )
     return [
         Option(
             replicas=v.scale_group.replicas if v.scale_group else 1,
             gpus_per_worker=v.gpus_per_worker,
             workers=v.workers,
+            startup=s,
             p50=float(p),
             upper=float(u),
-            cost=v.pods * prices.worker_hour(v) * (startup + float(p)) / 3600.0,
+            cost=v.pods * prices.worker_hour(v) * (s + float(p)) / 3600.0,
             probability=None if c is None else float(c),
         )
-        for v, p, u, c in zip(variants, p50, upper, chances, strict=True)
+        for v, s, p, u, c in zip(variants, startup, p50, upper, chances, strict=True)
     ]
 
 
 def best_chance(candidates: Sequence[Option]) -> Option:
-    """The option most likely to finish in time; ties: the faster median, then the cheaper (module docstring)."""
+    """The option most likely to finish in time; ties: the earlier median end, then the cheaper (module docstring)."""
     return min(
         candidates,
-        key=lambda o: (-round(o.probability or 0.0, 9), o.p50, round(o.cost, 9), o.replicas, o.gpus_per_worker),
+        key=lambda o: (
+            -round(o.probability or 0.0, 9),
+            o.startup + o.p50,
+            round(o.cost, 9),
+            o.replicas,
+            o.gpus_per_worker,
+        ),
     )
 
 
@@ -225,24 +251,23 @@ def recommend(
     deadline: dt.datetime,
     now: dt.datetime,
     confidence: float,
-    startup: float,
     prices: Prices,
 ) -> Recommendation:
     """The cheapest size that meets ``deadline``, else the likeliest to (see module docstring)."""
     considered = sizes(job, model)
     left = (deadline - now).total_seconds()
-    candidates = options(job, model, considered, confidence, startup, prices, within=left - startup)
-    fitting = [o for o in candidates if o.in_time(startup, left)]
+    candidates = options(job, model, considered, confidence, prices, left=left)
+    fitting = [o for o in candidates if o.in_time(left)]
     if fitting:
         choice = min(fitting, key=lambda o: (round(o.cost, 9), o.replicas, o.gpus_per_worker))
         reason = (
             f"{describe_size(choice.replicas, choice.gpus_per_worker)} is the cheapest that finishes in time: "
-            f"{contract.format_duration(startup + choice.upper)} with start-up at {confidence:.0%} confidence, "
-            f"{contract.format_duration(left - startup - choice.upper)} before the deadline"
+            f"{contract.format_duration(choice.walltime)} with start-up at {confidence:.0%} confidence, "
+            f"{contract.format_duration(left - choice.walltime)} before the deadline"
         )
     else:
         choice = best_chance(candidates)
-        reason = _miss(choice, considered, left, confidence, startup)
+        reason = _miss(choice, considered, left, confidence)
     return Recommendation(
         group=job.scale_group.name if job.scale_group else None,
         replicas=choice.replicas,
@@ -252,24 +277,21 @@ def recommend(
         meets_deadline=bool(fitting),
         deadline=deadline,
         upper_seconds=choice.upper,
-        startup_seconds=startup,
+        startup_seconds=choice.startup,
         reason=reason,
         probability=choice.probability or 0.0,
     )
 
 
-def _miss(
-    choice: Option, considered: Sequence[tuple[int, float]], left: float, confidence: float, startup: float
-) -> str:
+def _miss(choice: Option, considered: Sequence[tuple[int, float]], left: float, confidence: float) -> str:
     """Why no size is certified: the chosen one's chance, and how far off the deadline it is at ``confidence``."""
     chosen = describe_size(choice.replicas, choice.gpus_per_worker)
     if left <= 0:
         return f"the deadline has passed; {chosen} is the fastest"
-    needed = startup + choice.upper
     chance = (
         f"a {choice.probability or 0.0:.0%} chance of finishing in the {contract.format_duration(left)} left; "
-        f"at {confidence:.0%} confidence it needs {contract.format_duration(needed)} with start-up, "
-        f"{contract.format_duration(needed - left)} more"
+        f"at {confidence:.0%} confidence it needs {contract.format_duration(choice.walltime)} with start-up, "
+        f"{contract.format_duration(choice.walltime - left)} more"
     )
     if len(considered) == 1:
         return f"the deadline cannot be met at {confidence:.0%} confidence at the job's only size, {chosen}: {chance}"

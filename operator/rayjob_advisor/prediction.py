@@ -126,7 +126,7 @@ def forecast(
     deadline = RayJob(rayjob).deadline(inputs, now)
     if deadline is None:
         return result, None
-    plan = planner.recommend(job, model, deadline, now, inputs.confidence, model.startup_seconds_, prices)
+    plan = planner.recommend(job, model, deadline, now, inputs.confidence, prices)
     return result, plan
 
 
@@ -134,7 +134,6 @@ def what_if(
     job: Features,
     model: RuntimeModel,
     confidence: float,
-    startup: float,
     prices: planner.Prices,
     replicas: Sequence[int] = (),
     gpus: Sequence[float] = (),
@@ -151,7 +150,7 @@ def what_if(
             raise UnpredictableJob("this RayJob has no worker group to resize")
         planned_replicas, planned_gpus = sorted({r for r, _ in sizes}), sorted({g for _, g in sizes})
         sizes = list(itertools.product(replicas or planned_replicas, gpus or planned_gpus))
-    return planner.options(job, model, sizes, confidence, startup, prices)
+    return planner.options(job, model, sizes, confidence, prices)
 
 
 class AcceleratorOption(planner.Option):
@@ -192,9 +191,8 @@ def compare_accelerators(
         if choice.used not in models:
             models[choice.used] = RuntimeModel().fit(runs_on(observations, choice.used))
         model, variant = models[choice.used], job.model_copy(update={"accelerator": name})
-        startup = model.startup_seconds_
         left = (deadline - now).total_seconds() if deadline else None
-        for option in what_if(variant, model, inputs.confidence, startup, prices):
-            meets = None if left is None else option.in_time(startup, left)
+        for option in what_if(variant, model, inputs.confidence, prices):
+            meets = None if left is None else option.in_time(left)
             rows.append(AcceleratorOption(**option.model_dump(), accelerator=name, meets_deadline=meets))
     return rows, missing

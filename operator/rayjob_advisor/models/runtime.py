@@ -36,6 +36,7 @@ from rayjob_advisor.models import calibration, design, evaluation
 from rayjob_advisor.models.design import Runlike
 from rayjob_advisor.models.estimators import CANDIDATES, STRUCTURAL
 from rayjob_advisor.models.predictor import Point, Predictor
+from rayjob_advisor.models.startup import StartupCurve
 from rayjob_advisor.observations import Observation
 
 _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
@@ -55,8 +56,8 @@ class RuntimeModel:
     tightly a job without a placement hint is assumed packed),
     ``max_nodes_`` (the most nodes a profiled run spanned: a ``spread`` job spans up to that many),
     ``batch_per_worker_`` (the profile's median per-worker batch, for jobs that give no batch),
-    ``startup_seconds_`` (the median start-up of the runs that measured one,
-    0 when none did),
+    ``startup_curve_`` (``startup.StartupCurve``: the median start-up per worker count of the runs that
+    measured one; ``startup`` reads it),
     ``fixed_columns_``: design columns (epochs, CPUs, GPUs, nodes) that never
     varied in the profile. Their effect cannot be learned, so a prediction
     uses the profile's value instead of the job's; ``assumptions`` says so.
@@ -88,8 +89,7 @@ class RuntimeModel:
         }
         self.measured_gpus_ = tuple(float(gpus) for gpus in np.unique(runs.X[:, design.GPUS]))
         self.n_samples_ = len(observations)
-        startups = [o.startup_seconds for o in observations if o.startup_seconds is not None]
-        self.startup_seconds_ = float(np.median(startups)) if startups else 0.0
+        self.startup_curve_ = StartupCurve.from_runs(observations)
         self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
         self.batch_per_worker_ = max(1, round(float(np.median(runs.X[:, design.BATCH] / runs.X[:, design.WORKERS]))))
         return self
@@ -158,6 +158,10 @@ class RuntimeModel:
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
         return self.for_runs(runs).predict_upper(self._matrix(runs), confidence)
+
+    def startup(self, runs: Sequence[Runlike]) -> np.ndarray:
+        """Expected start-up seconds of each run, from the profile's runs of as many workers (``startup``)."""
+        return self.startup_curve_.seconds([run.workers for run in runs])
 
     def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
         """Per run, the estimated probability that it runs for at most ``seconds`` (same residuals as the bound)."""
