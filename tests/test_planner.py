@@ -13,6 +13,7 @@ from benchmarks import deadlines
 from rayjob_advisor import contract as ann
 from rayjob_advisor import planner, profiles
 from rayjob_advisor.features import Features, features_from_rayjob
+from rayjob_advisor.models.predictor import Estimates
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import read_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -29,7 +30,15 @@ def normal_chance(median: float, margin: float, seconds: float) -> float:
     return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 
 
-class FixedStartup:
+class FakeModel:
+    """A planner model answering ``estimate`` from its ``predict``, ``predict_upper`` and ``probability_within``."""
+
+    def estimate(self, runs, confidence, seconds=None):
+        chances = None if seconds is None else np.array(self.probability_within(runs, seconds))
+        return Estimates(np.array(self.predict(runs)), np.array(self.predict_upper(runs, confidence)), chances)
+
+
+class FixedStartup(FakeModel):
     """A start-up of ``startup_seconds`` at every size."""
 
     startup_seconds = 60.0
@@ -57,7 +66,7 @@ class AmdahlModel(FixedStartup):
         return [normal_chance(t, 0.2, s) for t, s in zip(self.predict(runs), seconds, strict=True)]
 
 
-class TableModel:
+class TableModel(FakeModel):
     """Start-up, median and relative 0.9 margin per replica count, as given; chances from a normal spread of
     that margin."""
 

@@ -34,6 +34,7 @@ import pydantic
 from rayjob_advisor import contract
 from rayjob_advisor.features import Features
 from rayjob_advisor.models.design import Runlike
+from rayjob_advisor.models.predictor import Estimates
 
 MAX_CANDIDATES = 16
 MAX_GPU_CHOICES = 4
@@ -59,11 +60,9 @@ class RuntimePredictor(Protocol):
     @property
     def measured_gpus_(self) -> tuple[float, ...]: ...
 
-    def predict(self, runs: Sequence[Runlike]) -> Iterable[float]: ...
-
-    def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> Iterable[float]: ...
-
-    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> Iterable[float]: ...
+    def estimate(
+        self, runs: Sequence[Runlike], confidence: float, seconds: Sequence[float] | None = None
+    ) -> Estimates: ...
 
     def startup(self, runs: Sequence[Runlike]) -> Iterable[float]: ...
 
@@ -211,11 +210,8 @@ def options(
     """
     variants = [job.with_replicas(r).with_gpus(g) for r, g in candidates] if job.scale_group else [job]
     startup = [float(s) for s in model.startup(variants)]
-    p50 = model.predict(variants)
-    upper = model.predict_upper(variants, confidence)
-    chances: Iterable[float | None] = (
-        [None] * len(variants) if left is None else model.probability_within(variants, [left - s for s in startup])
-    )
+    estimates = model.estimate(variants, confidence, None if left is None else [left - s for s in startup])
+    chances: Iterable[float | None] = [None] * len(variants) if estimates.probability is None else estimates.probability
     return [
         Option(
             replicas=v.scale_group.replicas if v.scale_group else 1,
@@ -227,7 +223,7 @@ def options(
             cost=v.pods * prices.worker_hour(v) * (s + float(p)) / 3600.0,
             probability=None if c is None else float(c),
         )
-        for v, s, p, u, c in zip(variants, startup, p50, upper, chances, strict=True)
+        for v, s, p, u, c in zip(variants, startup, estimates.p50, estimates.upper, chances, strict=True)
     ]
 
 

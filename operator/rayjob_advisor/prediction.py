@@ -88,8 +88,8 @@ def predict(
     job's accelerator (``AcceleratorChoice.assumed``).
     """
     require_predictable(features)
-    p50 = float(model.predict([features])[0])
-    upper = float(model.predict_upper([features], confidence)[0])
+    estimates = model.estimate([features], confidence)
+    p50, upper = float(estimates.p50[0]), float(estimates.upper[0])
     used = features.model_dump(include=set(CONFIGURATION_FIELDS) - {"workload"} | SHOWN_FIELDS)
     used["workers_from"] = features.training.method
     return Prediction(

@@ -86,6 +86,16 @@ class Point:
 
 
 @dataclasses.dataclass(frozen=True)
+class Estimates:
+    """Per run: the median, the upper bound at a confidence, and the chance of running within given seconds
+    (None when not asked)."""
+
+    p50: np.ndarray
+    upper: np.ndarray
+    probability: np.ndarray | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Predictor:
     """A ``Point`` and the calibration of its bound."""
 
@@ -104,3 +114,10 @@ class Predictor:
 
     def probability_within(self, X: np.ndarray, seconds: np.ndarray) -> np.ndarray:
         return calibration.probabilities_within(*self._pools(X), seconds)
+
+    def estimate(self, X: np.ndarray, confidence: float, seconds: np.ndarray | None) -> Estimates:
+        """The three answers from one prediction of ``X``."""
+        predicted, pools = self._pools(X)
+        upper = calibration.upper_bounds(predicted, pools, confidence)
+        chances = None if seconds is None else calibration.probabilities_within(predicted, pools, seconds)
+        return Estimates(predicted, upper, chances)

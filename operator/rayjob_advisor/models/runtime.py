@@ -18,12 +18,12 @@ probabilities come from the residuals of its configuration band, widened
 with the distance beyond the profiled worker counts (``calibration``).
 
 A candidate that collapses (``predictor.Point.collapsed``) anywhere on the
-runs it is asked about is not used for them: ``for_runs`` answers with the
-best ranked candidate that is positive by construction instead
-(``fallback_``, fitted and calibrated at fit time from the same
-cross-validation, one extra fit). ``predict``, ``predict_upper`` and
-``probability_within`` check the runs they are given; a caller asking about
-a job and its what-if range together gets one model for all of them.
+runs it is asked about is not used for them: the best ranked candidate that
+is positive by construction answers instead (``fallback_``, fitted and
+calibrated at fit time from the same cross-validation, one extra fit). Every
+question checks the runs it is given; a caller asking about a job and its
+what-if range together gets one model for all of them. ``estimate`` answers
+the planner's three questions (median, bound, chance) in one pass.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 from rayjob_advisor.models import calibration, design, evaluation
 from rayjob_advisor.models.design import Runlike
 from rayjob_advisor.models.estimators import CANDIDATES, STRUCTURAL
-from rayjob_advisor.models.predictor import Point, Predictor
+from rayjob_advisor.models.predictor import Estimates, Point, Predictor
 from rayjob_advisor.models.startup import StartupCurve
 from rayjob_advisor.observations import Observation
 
@@ -135,9 +135,9 @@ class RuntimeModel:
             assumed["workers_per_node"] = float(self.workers_per_node_)
         return assumed
 
-    def for_runs(self, runs: Sequence[Runlike]) -> Predictor:
-        """The predictor for these runs: the selected one, unless it collapses on one of them (module docstring)."""
-        if self.fallback_ is not None and np.any(self.predictor_.point.collapsed(self._matrix(runs))):
+    def _predictor(self, X: np.ndarray) -> Predictor:
+        """The predictor for these rows: the selected one, unless it collapses on one of them (module docstring)."""
+        if self.fallback_ is not None and np.any(self.predictor_.point.collapsed(X)):
             return self.fallback_
         return self.predictor_
 
@@ -147,22 +147,31 @@ class RuntimeModel:
 
     def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Median execution seconds of each run: finite and never below ``floor``."""
-        return self.for_runs(runs).predict(self._matrix(runs))
+        X = self._matrix(runs)
+        return self._predictor(X).predict(X)
 
     def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Execution seconds of each run by the model's curve alone, anchored on no measured run
         (``predictor.Point.trend``): a model fitted on runs it is then asked about predicts them without their noise.
         """
-        return self.for_runs(runs).point.trend(self._matrix(runs))
+        X = self._matrix(runs)
+        return self._predictor(X).point.trend(X)
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
-        return self.for_runs(runs).predict_upper(self._matrix(runs), confidence)
+        return self.estimate(runs, confidence).upper
+
+    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
+        """Per run, the estimated probability that it runs for at most ``seconds`` (same residuals as the bound)."""
+        X = self._matrix(runs)
+        return self._predictor(X).probability_within(X, np.asarray(seconds, dtype=float))
+
+    def estimate(self, runs: Sequence[Runlike], confidence: float, seconds: Sequence[float] | None = None) -> Estimates:
+        """``predict``, ``predict_upper`` and, where ``seconds`` are given, ``probability_within`` of the runs at
+        once: what the planner asks of every size, from one pass of the model (an admission waits for it)."""
+        X = self._matrix(runs)
+        return self._predictor(X).estimate(X, confidence, None if seconds is None else np.asarray(seconds, float))
 
     def startup(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Expected start-up seconds of each run, from the profile's runs of as many workers (``startup``)."""
         return self.startup_curve_.seconds([run.workers for run in runs])
-
-    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
-        """Per run, the estimated probability that it runs for at most ``seconds`` (same residuals as the bound)."""
-        return self.for_runs(runs).probability_within(self._matrix(runs), np.asarray(seconds, dtype=float))
