@@ -1,22 +1,39 @@
-"""Hooks other schedulers read (Kueue's maxRunDurationSeconds, Karpenter's do-not-disrupt), and suggestedWalltime."""
+"""Hooks other schedulers read (Kueue's maxRunDurationSeconds, Karpenter's do-not-disrupt), and suggestedWalltime;
+the progress hook, which wires a job's head pod to report progress."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
+import pydantic
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import hooks, profiles
+from rayjob_advisor import hooks, profiles, wiring
 from rayjob_advisor.application import Policy, advise
+from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import features_from_rayjob
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
+from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.profiles import profile_manifest, synthetic_observations
-from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
+from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 from tests.test_advise import NOW, applied, deadline_job, notes_of
 
-BOTH = Policy(hooks=frozenset(hooks.HOOKS))
+BOTH = Policy(hooks=frozenset({"kueue", "karpenter"}))
+URL = "https://advisor-rayjob-advisor-progress.ops.svc/progress"
+CA = "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n"
+PROGRESS = Policy(hooks=frozenset({"progress"}), progress=hooks.Progress(url=URL, audience="advisor-audience", ca=CA))
+TOKEN_VOLUME = {
+    "name": "rayjob-advisor-token",
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"audience": "advisor-audience", "expirationSeconds": 3600, "path": "token"}}
+        ]
+    },
+}
+TOKEN_MOUNT = {"name": "rayjob-advisor-token", "mountPath": "/var/run/secrets/rayjob-advisor", "readOnly": True}
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +135,151 @@ def test_the_webhook_writes_a_namespaces_hooks_at_create():
         elsewhere, _ = advisor.webhook.admit(job())  # default: no label, no configured hook
         assert ann.PREDICTION in elsewhere["metadata"]["annotations"]
         assert ann.KUEUE_MAX_RUN_DURATION not in elsewhere["metadata"]["annotations"]
+
+
+# The progress hook.
+
+
+def head_pod(rayjob: dict) -> dict:
+    return rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+
+
+def sidecar_job(**notes: str) -> dict:
+    """``job()`` whose head pod has a user's volume, mount and env, and a second container (a log shipper)."""
+    rayjob = job(**notes)
+    pod = head_pod(rayjob)
+    pod["volumes"] = [{"name": "data", "emptyDir": {}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    pod["containers"][0]["env"] = [{"name": "EPOCHS", "value": "3"}]
+    pod["containers"].append({"name": "logs", "image": "fluent/fluent-bit:3.0"})
+    return rayjob
+
+
+def test_the_progress_hook_adds_the_token_and_the_reporters_settings_to_the_ray_container_only(store):
+    rayjob = sidecar_job()
+    advice = advise(rayjob, store, policy=PROGRESS, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)  # valid against the KubeRay CRD
+    pod, before = head_pod(after), head_pod(rayjob)
+    assert pod["volumes"] == [*before["volumes"], TOKEN_VOLUME]
+    ray, logs = pod["containers"]
+    assert ray["volumeMounts"] == [*before["containers"][0]["volumeMounts"], TOKEN_MOUNT]
+    assert ray["env"] == [
+        *before["containers"][0]["env"],
+        {"name": "RAYJOB_ADVISOR_PROGRESS_URL", "value": URL},
+        {"name": "RAYJOB_ADVISOR_RAYJOB", "value": "job"},
+        {"name": "RAYJOB_ADVISOR_PROGRESS_CA_PEM", "value": CA},
+    ]
+    assert logs == before["containers"][1]  # not the Ray container: KubeRay's is the first
+    assert {k: v for k, v in ray.items() if k not in ("env", "volumeMounts")} == {
+        k: v for k, v in before["containers"][0].items() if k not in ("env", "volumeMounts")
+    }
+    assert after["spec"]["rayClusterSpec"]["workerGroupSpecs"] == rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert ann.KUEUE_MAX_RUN_DURATION not in notes_of(advice) and not advice.messages
+
+
+def test_the_progress_hook_adds_nothing_a_second_time(store):
+    after = applied(sidecar_job(), advise(sidecar_job(), store, policy=PROGRESS, may_resize=True, now=NOW))
+    again = advise(after, store, policy=PROGRESS, may_resize=True, now=NOW)
+    assert "spec" not in again.patch and applied(after, again)["spec"] == after["spec"]
+    assert hooks.patch(after, frozenset({"progress"}), 60, PROGRESS.progress) == {}
+
+
+def test_the_progress_hook_keeps_what_the_user_set(store):
+    rayjob = sidecar_job()
+    pod = head_pod(rayjob)
+    pod["volumes"].append({"name": "own-token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}})
+    ray = pod["containers"][0]
+    ray["volumeMounts"].append({"name": "own-token", "mountPath": "/var/run/secrets/rayjob-advisor"})
+    ray["env"] += [
+        {"name": "RAYJOB_ADVISOR_PROGRESS_URL", "value": "https://elsewhere/progress"},
+        {"name": "RAYJOB_ADVISOR_PROGRESS_CA", "value": "/etc/ca/ca.crt"},  # a CA of their own, as a file
+    ]
+    after = applied(rayjob, advise(rayjob, store, policy=PROGRESS, may_resize=True, now=NOW))
+    (ray_after, _) = head_pod(after)["containers"]
+    assert head_pod(after)["volumes"] == pod["volumes"] and ray_after["volumeMounts"] == ray["volumeMounts"]
+    assert ray_after["env"] == [*ray["env"], {"name": "RAYJOB_ADVISOR_RAYJOB", "value": "job"}]
+
+
+def test_a_job_without_a_name_yet_gets_its_clusters_name_from_kuberays_pod_label(store):
+    rayjob = job()
+    del rayjob["metadata"]["name"]
+    rayjob["metadata"]["generateName"] = "train-"
+    after = applied(rayjob, advise(rayjob, store, policy=PROGRESS, may_resize=True, now=NOW))
+    env = {variable["name"]: variable for variable in head_pod(after)["containers"][0]["env"]}
+    assert "RAYJOB_ADVISOR_RAYJOB" not in env
+    assert env["RAYJOB_ADVISOR_RAY_CLUSTER"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}
+    }
+
+
+@pytest.mark.parametrize(("name", "sample"), sample_rayjobs(), ids=[n for n, _ in sample_rayjobs()])
+def test_every_kuberay_sample_is_wired_to_report_and_stays_valid(store, name, sample):
+    rayjob = copy.deepcopy(sample)
+    rayjob["metadata"].setdefault("annotations", {}).update({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000"})
+    advice = advise(rayjob, store, policy=PROGRESS, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    if "rayClusterSpec" not in rayjob["spec"]:  # an existing cluster's job: no head pod of its own, no prediction
+        assert name == "ray-job.use-existing-raycluster.yaml" and after["spec"] == rayjob["spec"]
+        return
+    ray = head_pod(after)["containers"][0]
+    env = {variable["name"]: variable.get("value") or variable["valueFrom"] for variable in ray["env"]}
+    assert env["RAYJOB_ADVISOR_PROGRESS_URL"] == URL and env["RAYJOB_ADVISOR_PROGRESS_CA_PEM"] == CA
+    if "name" in rayjob["metadata"]:
+        assert env["RAYJOB_ADVISOR_RAYJOB"] == rayjob["metadata"]["name"]
+    else:  # generateName (pytorch-image-classifier)
+        assert env["RAYJOB_ADVISOR_RAY_CLUSTER"] == {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}
+    assert TOKEN_MOUNT in ray["volumeMounts"]
+    assert TOKEN_VOLUME in head_pod(after)["volumes"]
+    own = head_pod(rayjob)["containers"][0]
+    assert ray["env"][: len(own.get("env", []))] == own.get("env", [])  # the sample's own come first, untouched
+    assert head_pod(after)["containers"][1:] == head_pod(rayjob)["containers"][1:]
+
+
+@pytest.mark.parametrize(
+    ("policy", "may_resize"),
+    [
+        (Policy(progress=PROGRESS.progress), True),
+        (PROGRESS.model_copy(update={"namespace_labels": {"rayjob-advisor.io/hook-progress": "false"}}), True),
+        (PROGRESS, False),
+    ],
+    ids=["not enabled", "turned off by the namespace", "not at admission"],
+)
+def test_no_progress_wiring_unless_enabled_before_the_cluster_is_built(store, policy, may_resize):
+    advice = advise(job(), store, policy=policy, may_resize=may_resize, now=NOW)
+    assert "spec" not in advice.patch and not advice.messages
+
+
+def test_the_progress_hook_without_progress_reporting_injects_nothing_and_says_so(store):
+    labelled = Policy(namespace_labels={"rayjob-advisor.io/hook-progress": "true"})  # no endpoint
+    advice = advise(job(), store, policy=labelled, may_resize=True, now=NOW)
+    assert "spec" not in advice.patch and ann.PREDICTION in notes_of(advice)
+    (message,) = advice.messages
+    assert message.reason == "ProgressOff" and message.warning and not message.event
+    assert "progress.enabled=false" in advice.warnings[0]
+    with pytest.raises(pydantic.ValidationError, match="the progress hook needs progress_url"):
+        OperatorConfig(hooks=("progress",))
+    assert OperatorConfig(hooks="progress,kueue", progress_url=URL).hooks == ("progress", "kueue")
+
+
+def test_the_webhook_wires_a_labelled_namespaces_jobs_with_the_ca_it_is_given(tmp_path):
+    ca, _, key = make_certificates(tmp_path)
+    progress = {"progress_url": URL, "tls_ca_file": str(ca), "shared_profile_namespaces": ("default",)}
+    with running_advisor("webhook", objects=[profile_manifest()], **QUICK_REFITS, **progress) as advisor:
+        advisor.api.create_namespace("batch", {"rayjob-advisor.io/hook-progress": "true"})
+        advisor.wait_for_model("synthetic", "batch")
+        advisor.api.wait_until(lambda: "batch" in advisor.memo.namespace_labels)
+        rayjob = job()
+        rayjob["metadata"]["namespace"] = "batch"
+        admitted, _ = advisor.webhook.admit(rayjob)
+        ray = head_pod(admitted)["containers"][0]
+        env = {variable["name"]: variable.get("value") for variable in ray["env"]}
+        assert env["RAYJOB_ADVISOR_PROGRESS_CA_PEM"] == ca.read_text() and env["RAYJOB_ADVISOR_PROGRESS_URL"] == URL
+        assert TOKEN_MOUNT in ray["volumeMounts"]
+        token = head_pod(admitted)["volumes"][-1]["projected"]["sources"][0]["serviceAccountToken"]
+        assert token["audience"] == advisor.config.progress_audience
+        elsewhere, _ = advisor.webhook.admit(job())  # default: no label, no configured hook
+        assert head_pod(elsewhere) == head_pod(job())
+        key_file = {"tls_ca_file": str(key), "progress_url": URL}  # a key is never injected
+        assert (
+            OperatorConfig(**key_file).tls_ca_file and wiring.progress_endpoint(OperatorConfig(**key_file)).ca is None
+        )

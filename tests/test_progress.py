@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import pathlib
 import ssl
 import sys
 import time
@@ -17,7 +19,8 @@ import pytest
 import ray.cloudpickle
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import kubeapi
+from rayjob_advisor import hooks, kubeapi
+from rayjob_advisor.profiling.progress import AdvisorProgress
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
@@ -157,30 +160,73 @@ def test_a_job_not_running_cannot_be_reported_on(advisor):
     assert status == 409 and "not running" in text
 
 
+def injected(advisor: tuple[RunningAdvisor, str], stored: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment the progress hook gives ``stored``'s head pod, pointing at the test's endpoint, set here."""
+    running, ca = advisor
+    url = f"https://127.0.0.1:{running.config.progress_port}/progress"
+    progress = hooks.Progress(url=url, audience=AUDIENCE, ca=pathlib.Path(ca).read_text())
+    patch = hooks.patch(stored, frozenset({"progress"}), 60, progress)
+    (ray, *_) = patch["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    for variable in ray["env"]:
+        if variable["name"].startswith("RAYJOB_ADVISOR_"):
+            monkeypatch.setenv(variable["name"], variable["value"])
+
+
+def token_file(api: AdvisorEmulator, folder: pathlib.Path) -> str:
+    """A projected token of the job's namespace for the advisor, as the kubelet writes it."""
+    path = folder / "token"
+    path.write_text(api.tokens.issue("default", "ray-head", audiences=[AUDIENCE]))
+    return str(path)
+
+
+def test_the_callback_verifies_the_endpoint_with_the_injected_ca(advisor, tmp_path, monkeypatch, caplog):
+    api = advisor[0].api
+    stored = started(api, "pem")
+    injected(advisor, stored, monkeypatch)
+    callback = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path), interval=0)
+    assert (callback.rayjob, callback.ca_file) == ("pem", None) and "BEGIN CERTIFICATE" in (callback.ca_pem or "")
+    callback.after_report(None, [{}], None)
+    assert json.loads(notes(api, "pem")[ann.PROGRESS])["done"] == 1
+    other_ca, _, _ = make_certificates(tmp_path)  # another CA: the endpoint's certificate does not verify
+    monkeypatch.setenv("RAYJOB_ADVISOR_PROGRESS_CA_PEM", other_ca.read_text())
+    stranger = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path), interval=0)
+    with caplog.at_level(logging.WARNING):
+        stranger.after_report(None, [{}], None)
+        stranger.after_report(None, [{}], None)
+    assert "CERTIFICATE_VERIFY_FAILED" in caplog.text and json.loads(notes(api, "pem")[ann.PROGRESS])["done"] == 1
+
+
+@pytest.mark.parametrize(
+    ("cluster", "rayjob"),
+    [("train-x7k2p", "train"), ("my-train-job-x7k2p", "my-train-job"), ("train", None), ("train-toolong", None)],
+)
+def test_a_job_admitted_without_a_name_is_named_from_its_clusters(monkeypatch, cluster, rayjob):
+    monkeypatch.delenv("RAYJOB_ADVISOR_RAYJOB", raising=False)
+    monkeypatch.setenv("RAYJOB_ADVISOR_RAY_CLUSTER", cluster)  # KubeRay's <rayjob>-<5 random characters>
+    assert AdvisorProgress(total=1).rayjob == rayjob
+    assert AdvisorProgress(total=1, rayjob="given").rayjob == "given"
+
+
 @pytest.mark.ray
-def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path):
-    """A real Ray Train run reports 4 epochs through ``AdvisorProgress``; the job's ETA moves with them."""
+def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path, monkeypatch):
+    """A real Ray Train run reports 4 epochs through ``AdvisorProgress``, configured by the environment the
+    progress hook injects; the job's ETA moves with them."""
     from ray.train import RunConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     from rayjob_advisor.profiling.harness import ray_session
-    from rayjob_advisor.profiling.progress import AdvisorProgress
 
-    running, ca = advisor
+    running, _ = advisor
     api = running.api
     stored = started(api, "real", ago=5)
     predicted = notes(api, "real")[ann.ETA]
-    token_file = tmp_path / "token"
-    token_file.write_text(api.tokens.issue("default", "ray-head", audiences=[AUDIENCE]))
+    injected(advisor, stored, monkeypatch)
     callback = AdvisorProgress(
         total=4,
         unit="epochs",
-        url=f"https://127.0.0.1:{running.config.progress_port}/progress",
-        rayjob="real",
-        namespace="default",
+        namespace="default",  # a pod's own, from its service-account mount
         uid=stored["metadata"]["uid"],
-        token_file=str(token_file),
-        ca_file=ca,
+        token_file=token_file(api, tmp_path),  # the injected mount's path, here
         interval=0,
     )
 

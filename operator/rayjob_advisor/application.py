@@ -24,6 +24,7 @@ import pydantic
 
 from rayjob_advisor import completions, contract, hooks, planner, prediction, profiles
 from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
+from rayjob_advisor.hooks import Progress
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import AcceleratorChoice, Observation
 from rayjob_advisor.rayjob import MergePatch, RayJob, merge
@@ -42,6 +43,7 @@ class Policy(pydantic.BaseModel):
     prices: planner.Prices = planner.Prices()
     namespace_labels: Mapping[str, str] = pydantic.Field(default_factory=dict)
     hooks: frozenset[str] = frozenset()  # configured hooks (see ``hooks``); namespace labels may change them
+    progress: Progress | None = None  # where reports go (the ``progress`` hook); None: reporting is off
 
 
 class Message(pydantic.BaseModel):
@@ -86,14 +88,20 @@ def advise(
     """The advisor's changes to one RayJob that has not started (an empty patch in mode ``off``).
 
     Before KubeRay builds the cluster (``may_resize``), the enabled ``hooks`` carry the expected walltime of
-    the job as advised (resized or not) to the schedulers that read it.
+    the job as advised (resized or not) to the schedulers that read it, and wire its head pod to report
+    progress (a job the advisor does not predict has no ETA to refine: it gets no hooks).
     """
     advice = _advise(body, store, policy=policy, may_resize=may_resize, now=now)
     enabled = hooks.enabled(policy.hooks, policy.namespace_labels)
     if not may_resize or not enabled or advice.walltime is None:
         return advice
     advised = merge(copy.deepcopy(dict(body)), advice.patch)  # a resize replaces the group list the hooks add to
-    return advice.model_copy(update={"patch": merge(advice.patch, hooks.patch(advised, enabled, advice.walltime))})
+    written = hooks.patch(advised, enabled, advice.walltime, policy.progress)
+    advice = advice.model_copy(update={"patch": merge(advice.patch, written)})
+    if "progress" in enabled and policy.progress is None:
+        off = Message(reason="ProgressOff", text=f"{hooks.PROGRESS_OFF}: nothing injected", warning=True, event=False)
+        return advice.model_copy(update={"messages": (*advice.messages, off)})
+    return advice
 
 
 def _advise(

@@ -62,6 +62,11 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_port: int = pydantic.Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook role")
     tls_cert_file: str | None = pydantic.Field(default=None, description="the webhook's certificate (PEM)")
     tls_key_file: str | None = pydantic.Field(default=None, description="the webhook's private key (PEM)")
+    tls_ca_file: str | None = pydantic.Field(
+        default=None,
+        description="the CA of tls_cert_file (PEM; the chart's Secret's ca.crt): the progress hook gives it to jobs, "
+        "to verify the progress endpoint (a certificate, public; never a key)",
+    )
     webhook_header_timeout_seconds: float = pydantic.Field(
         default=5.0,
         gt=0,
@@ -94,11 +99,17 @@ class OperatorConfig(pydantic.BaseModel):
     progress_audience: str = pydantic.Field(
         default="rayjob-advisor", min_length=1, description="the audience progress reporters' tokens must be for"
     )
-    hooks: tuple[Literal["kueue", "karpenter"], ...] = pydantic.Field(
+    progress_url: str | None = pydantic.Field(
+        default=None,
+        pattern=r"^https://",
+        description="where progress reporters post (the chart: its progress Service), which the progress hook "
+        "gives jobs; unset: progress reporting is off, and the hook injects nothing",
+    )
+    hooks: tuple[Literal["kueue", "karpenter", "progress"], ...] = pydantic.Field(
         default=(),
         description="hooks written at admission for every namespace (a namespace label "
         "rayjob-advisor.io/hook-NAME: 'true'|'false' overrides): kueue (maxRunDurationSeconds), karpenter "
-        "(do-not-disrupt for the expected walltime)",
+        "(do-not-disrupt for the expected walltime), progress (the head pod wired to report progress)",
     )
     cpu_hour_price: float = pydantic.Field(default=0.05, ge=0, description="planner cost of a CPU-hour")
     gpu_hour_price: float = pydantic.Field(
@@ -119,6 +130,12 @@ class OperatorConfig(pydantic.BaseModel):
     def _progress_needs_tls(self) -> OperatorConfig:
         if self.progress_port and not (self.tls_cert_file and self.tls_key_file):
             raise ValueError("the progress endpoint needs tls_cert_file and tls_key_file (reporters send tokens)")
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _progress_hook_needs_an_endpoint(self) -> OperatorConfig:
+        if "progress" in self.hooks and not self.progress_url:
+            raise ValueError("the progress hook needs progress_url (where the jobs it wires report)")
         return self
 
     @property

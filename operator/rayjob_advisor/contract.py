@@ -80,6 +80,18 @@ HOOK_LABEL_PREFIX = PREFIX + "hook-"
 KUEUE_MAX_RUN_DURATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"  # a ProvisioningRequest parameter
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # on a pod: "true", or a duration from the pod's start
 
+# The progress reporter's settings in the head pod: what ``profiling.progress.AdvisorProgress`` reads and the
+# ``progress`` hook injects (a projected token mounted in PROGRESS_TOKEN_DIR, the endpoint, the job, the CA).
+PROGRESS_TOKEN_DIR = "/var/run/secrets/rayjob-advisor"
+PROGRESS_TOKEN_PATH = "token"  # the file in PROGRESS_TOKEN_DIR
+PROGRESS_URL_ENV = "RAYJOB_ADVISOR_PROGRESS_URL"
+PROGRESS_RAYJOB_ENV = "RAYJOB_ADVISOR_RAYJOB"  # the RayJob's name
+PROGRESS_RAY_CLUSTER_ENV = "RAYJOB_ADVISOR_RAY_CLUSTER"  # else its RayCluster's: ``<rayjob>-<5 random characters>``
+PROGRESS_NAMESPACE_ENV = "RAYJOB_ADVISOR_NAMESPACE"
+PROGRESS_CA_ENV = "RAYJOB_ADVISOR_PROGRESS_CA"  # a file with the CA of the endpoint's certificate
+PROGRESS_CA_PEM_ENV = "RAYJOB_ADVISOR_PROGRESS_CA_PEM"  # the CA itself (PEM)
+RAY_CLUSTER_LABEL = "ray.io/cluster"  # KubeRay's label on every Ray pod: its RayCluster's name
+
 # Labels written by the advisor, short mirrors of its annotations for `kubectl get rayjobs -L ...`:
 # ``predicted``: the median runtime (``predicted-runtime``); ``deadline-status``, a DeadlineStatus:
 # ``none`` (no deadline), before the end ``on-track``/``at-risk`` (the job at the size it will run at ends

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import logging
+import pathlib
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import kopf
 import kubernetes
 
-from rayjob_advisor import contract, kubeapi, profiles, reports, sweep
+from rayjob_advisor import contract, hooks, kubeapi, profiles, reports, sweep
 from rayjob_advisor.application import Message, Policy
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.metrics import JobKey, Metrics
@@ -77,7 +78,29 @@ class Memo:
             prices=self.config.prices,
             namespace_labels=self.namespace_labels.get(namespace or "", {}),
             hooks=frozenset(self.config.hooks),
+            progress=progress_endpoint(self.config),
         )
+
+
+def progress_endpoint(config: OperatorConfig) -> hooks.Progress | None:
+    """Where the ``progress`` hook points jobs; None while progress reporting is off (no ``progress_url``).
+
+    The CA is read anew each time: a renewed certificate (cert-manager's self-signed one) comes with a new
+    CA, which the jobs admitted from then on get. A CA that cannot be read, or a file holding a key, is
+    left out (and said in the log): the reporter falls back on the system's CAs.
+    """
+    if not config.progress_url:
+        return None
+    ca = None
+    if config.tls_ca_file:
+        try:
+            ca = pathlib.Path(config.tls_ca_file).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            logger.warning("the progress hook injects no CA: cannot read %s: %s", config.tls_ca_file, exc)
+        if ca is not None and "PRIVATE KEY" in ca:
+            logger.warning("the progress hook injects no CA: %s holds a private key", config.tls_ca_file)
+            ca = None
+    return hooks.Progress(url=config.progress_url, audience=config.progress_audience, ca=ca)
 
 
 class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):

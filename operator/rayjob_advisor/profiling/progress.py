@@ -4,9 +4,11 @@ Add it to the trainer's ``RunConfig(callbacks=[AdvisorProgress(total=...)])``. E
 ``ray.train.report`` counts as one unit of work done (``unit``: steps or epochs), or, with
 ``done_key``, the reported metric of that name says how many are done. Reports go out at most
 every ``interval`` seconds (and the last one always), over HTTPS, to the controller's progress
-endpoint, with a projected service-account token that the advisor checks with the API server:
-mount one with audience ``rayjob-advisor`` into the head pod (see the README). The callback runs
-in Ray Train's controller, not in the workers. A report that fails is logged and dropped: the
+endpoint, with a projected service-account token that the advisor checks with the API server.
+The advisor's ``progress`` hook wires the head pod for it at admission (the token, the endpoint, the
+job's name and the CA, in the environment this reads); without it, see the README. The callback is
+made in the driver (the entrypoint: on the head pod) and runs in Ray Train's controller, on the
+driver's node, not in the workers. A report that fails is logged and dropped: the
 advisor's prediction stands, and training never waits long or fails for it.
 """
 
@@ -24,7 +26,9 @@ from typing import Any, Literal
 
 import ray.train
 
-TOKEN_FILE = "/var/run/secrets/rayjob-advisor/token"
+from rayjob_advisor import contract
+
+TOKEN_FILE = f"{contract.PROGRESS_TOKEN_DIR}/{contract.PROGRESS_TOKEN_PATH}"
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 TIMEOUT_SECONDS = 5.0
 logger = logging.getLogger(__name__)
@@ -35,8 +39,10 @@ class AdvisorProgress(ray.train.UserCallback):
 
     Unset arguments come from the environment: ``RAYJOB_ADVISOR_PROGRESS_URL`` (e.g.
     ``https://rayjob-advisor-progress.rayjob-advisor.svc/progress``), ``RAYJOB_ADVISOR_RAYJOB`` (the
-    RayJob's name), ``RAYJOB_ADVISOR_NAMESPACE`` (else the pod's own namespace),
-    ``RAYJOB_ADVISOR_PROGRESS_CA`` (the CA of the endpoint's certificate; else the system's).
+    RayJob's name; else ``RAYJOB_ADVISOR_RAY_CLUSTER``, its RayCluster's, which KubeRay names
+    ``<rayjob>-<5 random characters>``), ``RAYJOB_ADVISOR_NAMESPACE`` (else the pod's own namespace),
+    and the CA of the endpoint's certificate: ``RAYJOB_ADVISOR_PROGRESS_CA`` (a file), else
+    ``RAYJOB_ADVISOR_PROGRESS_CA_PEM`` (the certificate itself), else the system's CAs.
     """
 
     def __init__(
@@ -51,6 +57,7 @@ class AdvisorProgress(ray.train.UserCallback):
         uid: str | None = None,
         token_file: str = TOKEN_FILE,
         ca_file: str | None = None,
+        ca_pem: str | None = None,
         interval: float = 30.0,
     ) -> None:
         if total <= 0:
@@ -58,12 +65,13 @@ class AdvisorProgress(ray.train.UserCallback):
         self.total = total
         self.unit = unit
         self.done_key = done_key
-        self.url = url or os.environ.get("RAYJOB_ADVISOR_PROGRESS_URL")
-        self.rayjob = rayjob or os.environ.get("RAYJOB_ADVISOR_RAYJOB")
-        self.namespace = namespace or os.environ.get("RAYJOB_ADVISOR_NAMESPACE") or _own_namespace()
+        self.url = url or os.environ.get(contract.PROGRESS_URL_ENV)
+        self.rayjob = rayjob or os.environ.get(contract.PROGRESS_RAYJOB_ENV) or _cluster_job()
+        self.namespace = namespace or os.environ.get(contract.PROGRESS_NAMESPACE_ENV) or _own_namespace()
         self.uid = uid
         self.token_file = token_file
-        self.ca_file = ca_file or os.environ.get("RAYJOB_ADVISOR_PROGRESS_CA")
+        self.ca_file = ca_file or os.environ.get(contract.PROGRESS_CA_ENV)
+        self.ca_pem = None if self.ca_file else ca_pem or os.environ.get(contract.PROGRESS_CA_PEM_ENV)
         self.interval = interval
         self.done = 0.0
         self._sent = float("-inf")
@@ -102,13 +110,21 @@ class AdvisorProgress(ray.train.UserCallback):
                 data=json.dumps(self.report()).encode(),
                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
             )
-            context = ssl.create_default_context(cafile=self.ca_file)
+            context = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_pem)
             with urllib.request.urlopen(request, context=context, timeout=TIMEOUT_SECONDS):
                 pass
         except urllib.error.HTTPError as exc:
             logger.warning("the advisor refused the progress report (HTTP %s): %s", exc.code, exc.read()[:300])
         except (OSError, ValueError) as exc:
             logger.warning("could not report progress to %s: %s", self.url, exc)
+
+
+def _cluster_job() -> str | None:
+    """The RayJob's name from its RayCluster's (``<rayjob>-<5 random characters>``, KubeRay's
+    ``GenerateRayClusterName``): what a job created with ``generateName`` is given at admission."""
+    cluster = os.environ.get(contract.PROGRESS_RAY_CLUSTER_ENV, "")
+    job, dash, suffix = cluster.rpartition("-")
+    return job if dash and job and len(suffix) == 5 else None
 
 
 def _own_namespace() -> str | None:
