@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import tomllib
+import urllib.parse
 
 import helm_python as helm
 import kubernetes_validate
@@ -14,6 +15,7 @@ from cryptography import x509
 from kubernetes_validate.utils import latest_version
 
 from rayjob_advisor import contract as ann
+from rayjob_advisor.config import load_config
 from rayjob_advisor_testkit import schemas
 from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.paths import REPO
@@ -36,7 +38,7 @@ VALUE_SETS = {
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
     "network policy": {"networkPolicy": {"enabled": True}},
     "network policy, webhook off": {"networkPolicy": {"enabled": True}, "webhook": {"enabled": False}},
-    "progress and hooks": {"progress": {"enabled": True}, "hooks": ["kueue", "karpenter"]},
+    "progress and hooks": {"progress": {"enabled": True}, "hooks": ["kueue", "karpenter", "progress"]},
 }
 
 NAMESPACED = [
@@ -282,7 +284,7 @@ def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_web
     assert env["RAYJOB_ADVISOR_PROGRESS_PORT"] == "8444" and env["RAYJOB_ADVISOR_PROGRESS_AUDIENCE"] == "rayjob-advisor"
     assert env["RAYJOB_ADVISOR_TLS_CERT_FILE"] == "/tls/tls.crt" and env["RAYJOB_ADVISOR_SWEEP_INTERVAL_SECONDS"]
     for role in ("controller", "webhook"):
-        assert env_of(objects, f"advisor-rayjob-advisor-{role}")["RAYJOB_ADVISOR_HOOKS"] == "kueue,karpenter"
+        assert env_of(objects, f"advisor-rayjob-advisor-{role}")["RAYJOB_ADVISOR_HOOKS"] == "kueue,karpenter,progress"
     (service,) = [s for s in by_kind(objects, "Service") if s["metadata"]["name"] == "advisor-rayjob-advisor-progress"]
     assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "progress"}]
     (secret,) = by_kind(objects, "Secret")
@@ -295,6 +297,33 @@ def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_web
     assert "RAYJOB_ADVISOR_PROGRESS_PORT" not in env_of(render({}), "advisor-rayjob-advisor-controller")
     with pytest.raises(helm.HelmRenderError, match=r"progress\.enabled needs webhook\.enabled"):
         render({"progress": {"enabled": True}, "webhook": {"enabled": False}})
+
+
+def test_the_progress_hook_points_jobs_at_the_progress_service_with_the_ca_of_its_certificate():
+    objects = render(VALUE_SETS["progress and hooks"])
+    (service,) = [s for s in by_kind(objects, "Service") if s["metadata"]["name"] == "advisor-rayjob-advisor-progress"]
+    (port,) = service["spec"]["ports"]
+    (secret,) = by_kind(objects, "Secret")
+    certificate = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    assert certificate.issuer == ca.subject
+    tls = {"role": "webhook", "tls_cert_file": "/tls/tls.crt", "tls_key_file": "/tls/tls.key"}
+    for role, flags in (("controller", {}), ("webhook", tls)):
+        config = load_config(flags, env_of(objects, f"advisor-rayjob-advisor-{role}"))
+        assert config.hooks == ("kueue", "karpenter", "progress") and config.tls_ca_file == "/tls/ca.crt"
+        url = urllib.parse.urlsplit(config.progress_url)
+        assert (url.scheme, url.path, url.port or 443) == ("https", "/progress", port["port"])
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert url.hostname == "advisor-rayjob-advisor-progress.ops.svc" in names.get_values_for_type(x509.DNSName)
+        (deployment,) = [d for d in by_kind(objects, "Deployment") if d["metadata"]["name"].endswith(role)]
+        pod = deployment["spec"]["template"]["spec"]
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "tls"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "tls"]
+        assert mount["mountPath"] == "/tls" and volume["secret"]["secretName"] == secret["metadata"]["name"]
+    for role in ("controller", "webhook"):
+        assert "RAYJOB_ADVISOR_PROGRESS_URL" not in env_of(render({}), f"advisor-rayjob-advisor-{role}")
+    with pytest.raises(helm.HelmRenderError, match=r"hooks: \[progress\] needs progress\.enabled"):
+        render({"hooks": ["progress"]})
 
 
 def test_the_network_policy_is_opt_in(rendered):

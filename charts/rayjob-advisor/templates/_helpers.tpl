@@ -58,6 +58,12 @@ securityContext:
 {{- with .Values.hooks }}
 - {name: RAYJOB_ADVISOR_HOOKS, value: {{ join "," . | quote }}}
 {{- end }}
+{{- /* Where progress reports go and the CA that verifies it: what the progress hook gives jobs. */}}
+{{- if .Values.progress.enabled }}
+- name: RAYJOB_ADVISOR_PROGRESS_URL
+  value: {{ printf "https://%s-progress.%s.svc/progress" (include "rayjob-advisor.fullname" .) .Release.Namespace | quote }}
+- {name: RAYJOB_ADVISOR_TLS_CA_FILE, value: /tls/ca.crt}
+{{- end }}
 {{- with .Values.defaultWorkload }}
 - {name: RAYJOB_ADVISOR_DEFAULT_WORKLOAD, value: {{ . | quote }}}
 {{- end }}
