@@ -76,7 +76,10 @@ def main() -> None:
         print(evaluation_table(result))
         print("selected/Ernest MAPE: " + ", ".join(f"{s} {r:.2f}" for s, r in ratios.items()))
         print("coverage of the 0.9 bound per band, all splits: " + ", ".join(f"{b} {c:.3f}" for b, c in bands.items()))
-        print(f"lowest coverage of a split's band with >= {MIN_RUNS} runs: {lowest:.3f} ({where})")
+        print(
+            f"lowest coverage of a split's band with >= {MIN_RUNS} runs: {lowest:.3f} ({where}) "
+            f"{'PASS' if lowest >= TARGET else 'FAIL'} (target {TARGET})"
+        )
         summary.append((model, selected, result.splits[FAR], ratios, bands, lowest, where, seconds))
 
     print("\n## Summary\n")
@@ -96,6 +99,8 @@ def main() -> None:
     pooled_ok = all(c >= TARGET for row in summary for c in row[4].values())
     print(f"coverage per band (all splits) >= {TARGET} on every workload: {pooled_ok}")
     print(f"every split's band with >= {MIN_RUNS} runs >= {TARGET}: {all(row[5] >= TARGET for row in summary)}")
+    for row in summary:
+        print(f"  {row[0]}: {'PASS' if row[5] >= TARGET else 'FAIL'} (lowest {row[5]:.3f}, {row[6]})")
 
     print("\n## One per-GPU batch size per workload (Ernest's own setting; MAPE only)\n")
     print(f"| workload | per-GPU batch | runs | selected | {FAR} MAPE (selected / Ernest) | ratio |")

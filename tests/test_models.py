@@ -121,6 +121,38 @@ def test_conformal_margin_is_the_finite_sample_quantile():
     assert calibration.upper_bound(np.array([100.0]), residuals, 0.9)[0] == pytest.approx(118.0)
 
 
+def held_out_runs(rng: np.random.Generator, n: int) -> calibration.HeldOut:
+    """Runs predicted at 100 s whose residuals spread 3x wider at per-worker batches up to 16 than above."""
+    local = rng.choice([8.0, 16.0, 64.0, 128.0], n)
+    predicted = np.full(n, 100.0)
+    return calibration.HeldOut(
+        actual=predicted * (1.0 + np.where(local <= 16, 0.3, 0.1) * rng.standard_normal(n)),
+        predicted=predicted,
+        unanchored=predicted,
+        anchored=np.zeros(n, dtype=bool),
+        nodes=rng.choice([1.0, 2.0], n),
+        local_batch=local,
+        distance=np.zeros(n),
+        collapsed=np.zeros(n, dtype=bool),
+    )
+
+
+def test_each_batch_half_gets_the_margin_of_its_own_spread():
+    """Normalised conformal: one margin per node count would under-cover the small batches and over-cover the rest."""
+    rng = np.random.default_rng(0)
+    fitted = calibration.Calibration.from_held_out({"kfold": held_out_runs(rng, 400), "other": held_out_runs(rng, 400)})
+    assert fitted.threshold == 16.0  # the lower median of the distinct per-worker batches
+    assert fitted.free_scale.factor(1.0, True) > 2 * fitted.free_scale.factor(1.0, False)
+    new = held_out_runs(rng, 4000)
+    pools = fitted.pools(new.nodes, new.distance, new.anchored, new.local_batch)
+    upper = calibration.upper_bounds(new.predicted, pools, 0.9)
+    small = new.local_batch <= fitted.threshold
+    for half in (small, ~small):
+        assert 0.87 <= np.mean(new.actual[half] <= upper[half]) <= 0.96
+    chances = calibration.probabilities_within(new.predicted, pools, upper)
+    assert np.all(chances >= 0.9)
+
+
 def features(workers: int, cpus: float = 1.0, size: int = 8000) -> Features:
     return Features(
         workload=None,

@@ -22,6 +22,25 @@ ranks either way). Runs whose configuration the profile measured are
 anchored (``anchoring``) and bounded by the residuals of anchored held-out
 runs instead, per split and band too.
 
+Nor do all runs of a node count spread alike: a run whose per-worker batch
+is small spends most of each step synchronising, and the network and the
+placement of its GPUs (which a profile does not record: on Pollux's cifar10
+at 32 samples per GPU, 1+4+4 GPUs over 3 nodes took 1.8x as long per step as
+3+3+3) vary more than compute does. On the Pollux traces the held-out runs
+at the smaller half of the per-worker batches have a 1.4-2.1x larger mean
+absolute residual than the larger half on bert, yolov3, cifar10 and
+imagenet (1.1x on deepspeech2 and ncf). So the residuals are normalised
+(normalised conformal prediction) by ``BatchScale``: the mean absolute
+residual of the run's node count and batch half (per-worker batch up to the
+lower median of the profile's distinct ones, or above), relative to every
+run's, where ``MIN_SCALE_RUNS`` calibration runs make it (else the batch
+half's over all node counts, else 1); a bound rescales its pools by the
+asked run's factor. And each pool is banded by node count and batch half
+too (Mondrian): a run is bounded by its node band and, when that has
+``MIN_SMALL_BAND`` runs, by its node and batch band as well. The scale and
+the halves are learned from the calibration runs only; a profile whose
+residuals do not depend on the batch gets factors near 1.
+
 Beyond the most workers the profile ran, a run is ``d = log(workers / most
 profiled)`` away from the data. The held-out runs of the worker
 extrapolation folds measure how the residuals spread with that distance:
@@ -44,7 +63,11 @@ from rayjob_advisor.models import design
 MIN_BAND = 20
 """Held-out runs a band needs to be bounded by its own residuals (a conformal 0.95 quantile needs 19)."""
 MIN_SMALL_BAND = 9
-"""Held-out runs a smaller band needs to widen the all-band bound (a conformal 0.9 quantile needs 9)."""
+"""Held-out runs a smaller band needs to widen the all-band bound, and a node and batch band to widen its node
+band's (a conformal 0.9 quantile needs 9)."""
+MIN_SCALE_RUNS = 30
+"""Calibration runs a node count and batch half need for their own spread (else the batch half's over every node
+count, else none): the standard error of a mean absolute residual is 14 % of it at 30 normal residuals, more below."""
 _ROUNDING = 1e-9
 """Relative slack when a runtime is compared with a bound computed from the same residual."""
 
@@ -76,27 +99,71 @@ def _quantiles(residuals: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
     return np.asarray(residuals[np.maximum(ranks, 1) - 1], dtype=float)
 
 
+def _halves(nodes: np.ndarray, small: np.ndarray) -> set[tuple[float, bool]]:
+    """The distinct (node count, small per-worker batch) pairs of some runs."""
+    return {(float(n), bool(s)) for n, s in zip(nodes.tolist(), small.tolist(), strict=True)}
+
+
 @dataclasses.dataclass(frozen=True)
 class Banded:
-    """Sorted residuals per band (node count), and of every band together."""
+    """Sorted residuals per band (node count), per node count and batch half, and of every band together."""
 
     bands: dict[float, np.ndarray]
+    halves: dict[tuple[float, bool], np.ndarray]  # (nodes, small per-worker batch)
     pooled: np.ndarray
 
     @classmethod
-    def of(cls, residuals: np.ndarray, nodes: np.ndarray) -> Banded:
+    def of(cls, residuals: np.ndarray, nodes: np.ndarray, small: np.ndarray) -> Banded:
         bands = {float(n): np.sort(residuals[nodes == n]) for n in np.unique(nodes)}
-        return cls(bands, np.sort(residuals))
+        halves = {(n, s): np.sort(residuals[(nodes == n) & (small == s)]) for n, s in _halves(nodes, small)}
+        return cls(bands, halves, np.sort(residuals))
 
-    def residuals(self, nodes: float) -> tuple[np.ndarray, ...]:
-        """The pools that bound a run on ``nodes`` nodes: its band's, and all bands' too when its own is small."""
+    def residuals(self, nodes: float, small: bool) -> tuple[np.ndarray, ...]:
+        """The pools that bound a run on ``nodes`` nodes: its band's, all bands' too when its own is small, and its
+        node and batch band's when that has enough runs."""
         if not self.bands:
             return (self.pooled,)
         nearest = float(design.nearest_measured(np.array([nodes]), np.array(sorted(self.bands)))[0])
         own = self.bands[nearest]
+        half = self.halves.get((nearest, small), np.zeros(0))
+        by_half = (half,) if len(half) >= MIN_SMALL_BAND else ()
         if len(own) >= MIN_BAND:
-            return (own,)
-        return (own, self.pooled) if len(own) >= MIN_SMALL_BAND else (self.pooled,)
+            return (own, *by_half)
+        return (own, self.pooled, *by_half) if len(own) >= MIN_SMALL_BAND else (self.pooled,)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchScale:
+    """How widely the residuals of a node count and batch half spread, relative to all runs' (module docstring)."""
+
+    nodes: np.ndarray  # the node counts calibrated, ascending
+    factors: dict[tuple[float, bool], float]  # (nodes, small) with at least MIN_SCALE_RUNS runs
+    by_half: dict[bool, float]  # small -> the batch half's factor over every node count
+
+    @classmethod
+    def of(cls, residuals: np.ndarray, nodes: np.ndarray, small: np.ndarray) -> BatchScale:
+        spread = float(np.mean(np.abs(residuals))) if len(residuals) else 0.0
+
+        def factor(mask: np.ndarray) -> float | None:
+            enough = np.sum(mask) >= MIN_SCALE_RUNS and spread > 0
+            return float(np.mean(np.abs(residuals[mask]))) / spread if enough else None
+
+        factors = {(n, s): factor((nodes == n) & (small == s)) for n, s in _halves(nodes, small)}
+        halves = {bool(s): factor(small == s) for s in np.unique(small)}
+        return cls(
+            np.unique(nodes),
+            {key: f for key, f in factors.items() if f is not None},
+            {key: f for key, f in halves.items() if f is not None},
+        )
+
+    def factor(self, nodes: float, small: bool) -> float:
+        if not len(self.nodes):
+            return 1.0
+        nearest = float(design.nearest_measured(np.array([nodes]), self.nodes)[0])
+        return self.factors.get((nearest, small), self.by_half.get(small, 1.0))
+
+    def of_runs(self, nodes: np.ndarray, small: np.ndarray) -> np.ndarray:
+        return np.array([self.factor(n, s) for n, s in zip(nodes.tolist(), small.tolist(), strict=True)], dtype=float)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +175,7 @@ class HeldOut:
     unanchored: np.ndarray  # the same runs predicted without their measured configuration
     anchored: np.ndarray
     nodes: np.ndarray
+    local_batch: np.ndarray  # the per-worker batch
     distance: np.ndarray  # log(workers / most workers trained on), 0 inside the trained range
     collapsed: np.ndarray  # the raw prediction was not finite or far below the physical floor
 
@@ -118,50 +186,81 @@ class HeldOut:
 
 
 def _pools_of_splits(
-    held: Mapping[str, HeldOut], chosen: Callable[[HeldOut], np.ndarray], residual: Callable[[HeldOut], np.ndarray]
+    held: Mapping[str, HeldOut],
+    chosen: Callable[[HeldOut], np.ndarray],
+    residual: Callable[[HeldOut], np.ndarray],
+    threshold: float,
 ) -> tuple[Banded, ...]:
     """Banded residuals of the ``chosen`` runs, one per split that has at least ``MIN_BAND`` of them."""
     pools = []
     for part in held.values():
         mask = chosen(part)
         if np.sum(mask) >= MIN_BAND:
-            pools.append(Banded.of(residual(part)[mask], part.nodes[mask]))
+            pools.append(Banded.of(residual(part)[mask], part.nodes[mask], part.local_batch[mask] <= threshold))
     return tuple(pools)
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """The residual pools of one fitted model (module docstring)."""
+    """The residual pools of one fitted model, normalised by their runs' ``BatchScale`` (module docstring)."""
 
     free: tuple[Banded, ...]
     anchored: tuple[Banded, ...]  # empty: too few anchored held-out runs; anchored runs use ``free``
-    inside: np.ndarray  # sorted residuals of every run inside the trained worker range
-    extrapolated: np.ndarray  # sorted residuals of the runs beyond it
+    inside: np.ndarray  # sorted normalised residuals of every run inside the trained worker range
+    extrapolated: np.ndarray  # sorted normalised residuals of the runs beyond it
     mean_distance: float
+    threshold: float  # per-worker batches up to it are the small half
+    free_scale: BatchScale
+    anchored_scale: BatchScale
 
     @classmethod
     def from_held_out(cls, held: Mapping[str, HeldOut]) -> Calibration:
         """From the held-out runs of each split (module docstring)."""
         every = HeldOut.concatenate(list(held.values()))
+        distinct = np.unique(every.local_batch)
+        threshold = float(distinct[(len(distinct) - 1) // 2])
         inside, beyond = every.distance <= 0, every.distance > 0
-        free_residuals = every.actual[inside] / every.unanchored[inside] - 1.0
-        free = _pools_of_splits(held, lambda h: h.distance <= 0, lambda h: h.actual / h.unanchored - 1.0)
-        return cls(
-            free=free
-            or (Banded.of(free_residuals, every.nodes[inside]) if np.any(inside) else Banded({}, np.zeros(1)),),
-            anchored=_pools_of_splits(
-                held, lambda h: h.anchored & (h.distance <= 0), lambda h: h.actual / h.predicted - 1.0
-            ),
-            inside=np.sort(free_residuals) if np.any(inside) else np.zeros(1),
-            extrapolated=np.sort(every.actual[beyond] / every.unanchored[beyond] - 1.0),
-            mean_distance=float(np.mean(every.distance[beyond])) if np.any(beyond) else 0.0,
+        small = every.local_batch <= threshold
+        measured = inside & every.anchored
+        free_scale = BatchScale.of((every.actual / every.unanchored - 1.0)[inside], every.nodes[inside], small[inside])
+        anchored_scale = BatchScale.of(
+            (every.actual / every.predicted - 1.0)[measured], every.nodes[measured], small[measured]
         )
 
-    def residuals(self, nodes: float, distance: float, anchored: bool) -> tuple[np.ndarray, ...]:
-        """The sorted residual pools that bound one run, one per kind of question (module docstring)."""
+        def free_residuals(h: HeldOut) -> np.ndarray:
+            return np.asarray((h.actual / h.unanchored - 1.0) / free_scale.of_runs(h.nodes, h.local_batch <= threshold))
+
+        def anchored_residuals(h: HeldOut) -> np.ndarray:
+            return np.asarray(
+                (h.actual / h.predicted - 1.0) / anchored_scale.of_runs(h.nodes, h.local_batch <= threshold)
+            )
+
+        normalised = free_residuals(every)
+        free = _pools_of_splits(held, lambda h: h.distance <= 0, free_residuals, threshold)
+        return cls(
+            free=free
+            or (
+                Banded.of(normalised[inside], every.nodes[inside], small[inside])
+                if np.any(inside)
+                else Banded({}, {}, np.zeros(1)),
+            ),
+            anchored=_pools_of_splits(held, lambda h: h.anchored & (h.distance <= 0), anchored_residuals, threshold),
+            inside=np.sort(normalised[inside]) if np.any(inside) else np.zeros(1),
+            extrapolated=np.sort(normalised[beyond]),
+            mean_distance=float(np.mean(every.distance[beyond])) if np.any(beyond) else 0.0,
+            threshold=threshold,
+            free_scale=free_scale,
+            anchored_scale=anchored_scale,
+        )
+
+    def residuals(self, nodes: float, distance: float, anchored: bool, small: bool) -> tuple[np.ndarray, ...]:
+        """The sorted residual pools that bound one run, one per kind of question, scaled for the run (module
+        docstring)."""
         if anchored and self.anchored:
-            return tuple(own for pool in self.anchored for own in pool.residuals(nodes))
-        return tuple(self._widened(own, distance) for pool in self.free for own in pool.residuals(nodes))
+            scale = self.anchored_scale.factor(nodes, small)
+            return tuple(scale * own for pool in self.anchored for own in pool.residuals(nodes, small))
+        scale = self.free_scale.factor(nodes, small)
+        return tuple(scale * self._widened(own, distance) for pool in self.free for own in pool.residuals(nodes, small))
 
     def _widened(self, own: np.ndarray, distance: float) -> np.ndarray:
         if distance <= 0 or not len(self.extrapolated):
@@ -173,10 +272,13 @@ class Calibration:
         growth = np.where(probabilities >= 0.5, np.maximum(growth, 0.0), np.minimum(growth, 0.0))
         return np.sort(own + distance * growth)
 
-    def pools(self, nodes: np.ndarray, distance: np.ndarray, anchored: np.ndarray) -> list[tuple[np.ndarray, ...]]:
-        """``residuals`` of each run (computed once per distinct band, distance and anchoring)."""
-        cache: dict[tuple[float, float, bool], tuple[np.ndarray, ...]] = {}
-        keys = list(zip(nodes.tolist(), distance.tolist(), anchored.tolist(), strict=True))
+    def pools(
+        self, nodes: np.ndarray, distance: np.ndarray, anchored: np.ndarray, local_batch: np.ndarray
+    ) -> list[tuple[np.ndarray, ...]]:
+        """``residuals`` of each run (computed once per distinct band, distance, anchoring and batch half)."""
+        cache: dict[tuple[float, float, bool, bool], tuple[np.ndarray, ...]] = {}
+        small = (local_batch <= self.threshold).tolist()
+        keys = list(zip(nodes.tolist(), distance.tolist(), anchored.tolist(), small, strict=True))
         for key in keys:
             if key not in cache:
                 cache[key] = self.residuals(*key)

@@ -80,6 +80,7 @@ class Point:
             unanchored=unanchored,
             anchored=anchored,
             nodes=X[:, design.NODES],
+            local_batch=X[:, design.BATCH] / X[:, design.WORKERS],
             distance=self.distance(X),
             collapsed=self.collapsed(X),
         )
@@ -104,7 +105,8 @@ class Predictor:
 
     def _pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         predicted, _, anchored = self.point.predict(X)
-        return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored)
+        local_batch = X[:, design.BATCH] / X[:, design.WORKERS]
+        return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored, local_batch)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return self.point.predict(X)[0]
