@@ -122,15 +122,21 @@ def test_a_resized_job_gets_the_walltime_of_its_new_size_on_its_resized_groups(s
     assert json.loads(notes_of(unhooked)[ann.RECOMMENDATION])["suggestedWalltime"] == plan["suggestedWalltime"]
 
 
+def admit_in_labelled_namespace(advisor, label: str) -> dict:
+    """A job admitted in a new namespace ``batch`` whose ``label`` is "true", once the webhook knows the label."""
+    advisor.api.create_namespace("batch", {label: "true"})
+    advisor.wait_for_model("synthetic", "batch")
+    advisor.api.wait_until(lambda: "batch" in advisor.memo.namespace_labels)
+    rayjob = job()
+    rayjob["metadata"]["namespace"] = "batch"
+    admitted, _ = advisor.webhook.admit(rayjob)
+    return admitted
+
+
 def test_the_webhook_writes_a_namespaces_hooks_at_create():
     shared = {"shared_profile_namespaces": ("default",)}
     with running_advisor("webhook", objects=[profile_manifest()], **QUICK_REFITS, **shared) as advisor:
-        advisor.api.create_namespace("batch", {"rayjob-advisor.io/hook-kueue": "true"})
-        advisor.wait_for_model("synthetic", "batch")
-        advisor.api.wait_until(lambda: "batch" in advisor.memo.namespace_labels)
-        rayjob = job()
-        rayjob["metadata"]["namespace"] = "batch"
-        admitted, _ = advisor.webhook.admit(rayjob)
+        admitted = admit_in_labelled_namespace(advisor, "rayjob-advisor.io/hook-kueue")
         assert admitted["metadata"]["annotations"][ann.KUEUE_MAX_RUN_DURATION].isdigit()
         elsewhere, _ = advisor.webhook.admit(job())  # default: no label, no configured hook
         assert ann.PREDICTION in elsewhere["metadata"]["annotations"]
@@ -265,12 +271,7 @@ def test_the_webhook_wires_a_labelled_namespaces_jobs_with_the_ca_it_is_given(tm
     ca, _, key = make_certificates(tmp_path)
     progress = {"progress_url": URL, "tls_ca_file": str(ca), "shared_profile_namespaces": ("default",)}
     with running_advisor("webhook", objects=[profile_manifest()], **QUICK_REFITS, **progress) as advisor:
-        advisor.api.create_namespace("batch", {"rayjob-advisor.io/hook-progress": "true"})
-        advisor.wait_for_model("synthetic", "batch")
-        advisor.api.wait_until(lambda: "batch" in advisor.memo.namespace_labels)
-        rayjob = job()
-        rayjob["metadata"]["namespace"] = "batch"
-        admitted, _ = advisor.webhook.admit(rayjob)
+        admitted = admit_in_labelled_namespace(advisor, "rayjob-advisor.io/hook-progress")
         ray = head_pod(admitted)["containers"][0]
         env = {variable["name"]: variable.get("value") for variable in ray["env"]}
         assert env["RAYJOB_ADVISOR_PROGRESS_CA_PEM"] == ca.read_text() and env["RAYJOB_ADVISOR_PROGRESS_URL"] == URL
