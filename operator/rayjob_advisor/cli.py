@@ -18,7 +18,7 @@ import yaml
 
 from rayjob_advisor import contract, features, planner, prediction, profiles
 from rayjob_advisor.config import OperatorConfig, load_config, load_prices
-from rayjob_advisor.models import evaluation
+from rayjob_advisor.models import evaluation, transfer
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import (
     Observation,
@@ -439,7 +439,7 @@ def _predict(args: argparse.Namespace) -> None:
     observations = _load(args, data, workload)
     profile = profiles.profile_name(observations, workload, data)
     choice = choose_accelerator(measured_accelerators(observations), job.accelerator)
-    model = RuntimeModel().fit(runs_on(observations, choice.used))
+    model = transfer.model_on(observations, choice.used)
     result, recommendation = prediction.forecast(
         rayjob, inputs, job, model, profile, prices, now, assumed_accelerator=choice.assumed
     )

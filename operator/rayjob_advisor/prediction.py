@@ -11,13 +11,13 @@ import pydantic
 
 from rayjob_advisor import contract, planner
 from rayjob_advisor.features import Features, UnpredictableJob
+from rayjob_advisor.models import transfer
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import (
     CONFIGURATION_FIELDS,
     Observation,
     choose_accelerator,
     measured_accelerators,
-    runs_on,
 )
 from rayjob_advisor.rayjob import RayJob
 
@@ -172,8 +172,10 @@ def compare_accelerators(
 ) -> tuple[list[AcceleratorOption], dict[str, str]]:
     """The job's what-if table on each of ``accelerators``, each from its own runs; why some have no rows.
 
-    Only the accelerator's own runs (and those naming none) predict it: the
-    profile's other accelerators are never stood in for it here. Models are
+    Only the accelerator's own runs (and those naming none) predict it, or
+    the most measured accelerator's model transferred with a speed factor
+    learned from them (``models.transfer``): an accelerator without runs is
+    never stood in for here. Models are
     fitted once per set of runs, so runs that name no accelerator fit once;
     ``fitted``: models at hand, by the accelerator of their runs (``runs_on``).
     """
@@ -189,7 +191,7 @@ def compare_accelerators(
             missing[name] = f"the profile has no runs on {name} (measured on {', '.join(measured)})"
             continue
         if choice.used not in models:
-            models[choice.used] = RuntimeModel().fit(runs_on(observations, choice.used))
+            models[choice.used] = transfer.model_on(observations, choice.used)
         model, variant = models[choice.used], job.model_copy(update={"accelerator": name})
         left = (deadline - now).total_seconds() if deadline else None
         for option in what_if(variant, model, inputs.confidence, prices):

@@ -20,6 +20,7 @@ from rayjob_advisor import contract
 from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.models.transfer import TransferredModel, better_model
 from rayjob_advisor.observations import (
     AcceleratorChoice,
     Observation,
@@ -180,7 +181,8 @@ class Profile:
     Runs of several accelerators are never mixed in one model: ``model`` is
     that of the most measured accelerator (``accelerator``); the others'
     (``accelerator_fits``) are fitted only once a job asks for one
-    (``model_for``), and refitted only when their own runs change.
+    (``model_for``), and refitted only when their own runs change (or the
+    main model, where theirs is the main one transferred: ``models.transfer``).
     """
 
     namespace: str | None
@@ -259,7 +261,8 @@ class Profile:
         return any(fit.runs is None for fit in list(self.accelerator_fits.values()))
 
     def fit_accelerators(self) -> None:
-        """Fit the models of the other accelerators jobs asked for whose runs changed; never raises."""
+        """Fit the models of the other accelerators jobs asked for whose runs (or the main model a transfer
+        scales) changed: each its own or the main one's transferred (``models.transfer``); never raises."""
         observations = self.observations
         for accelerator, fit in list(self.accelerator_fits.items()):
             runs = runs_on(observations, accelerator)
@@ -267,10 +270,10 @@ class Profile:
                 del self.accelerator_fits[accelerator]  # the main model serves it now
             elif not any(run.accelerator == accelerator for run in runs):
                 fit.runs, fit.model, fit.error = runs, None, f"no runs on {accelerator} any more"
-            elif runs != fit.runs:
+            elif runs != fit.runs or (isinstance(fit.model, TransferredModel) and fit.model.source is not self.model):
                 fit.runs = runs
                 try:
-                    fit.model, fit.error = _fitted(runs), None
+                    fit.model, fit.error = better_model(runs, accelerator, self.model, self.accelerator), None
                 except Exception as exc:  # as in ``fit``: this accelerator's problem only; the previous model stays
                     logger.warning("the fit of profile %s on %s failed", self.label, accelerator, exc_info=True)
                     fit.error = f"the fit of {len(runs)} runs on {accelerator} failed: {type(exc).__name__}: {exc}"

@@ -103,7 +103,8 @@ class Predictor:
     point: Point
     calibration: calibration.Calibration
 
-    def _pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
+    def pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
+        """The median of each run and the residual pools that bound it (``calibration``)."""
         predicted, _, anchored = self.point.predict(X)
         local_batch = X[:, design.BATCH] / X[:, design.WORKERS]
         return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored, local_batch)
@@ -112,14 +113,14 @@ class Predictor:
         return self.point.predict(X)[0]
 
     def predict_upper(self, X: np.ndarray, confidence: float) -> np.ndarray:
-        return calibration.upper_bounds(*self._pools(X), confidence)
+        return calibration.upper_bounds(*self.pools(X), confidence)
 
     def probability_within(self, X: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-        return calibration.probabilities_within(*self._pools(X), seconds)
+        return calibration.probabilities_within(*self.pools(X), seconds)
 
     def estimate(self, X: np.ndarray, confidence: float, seconds: np.ndarray | None) -> Estimates:
         """The three answers from one prediction of ``X``."""
-        predicted, pools = self._pools(X)
+        predicted, pools = self.pools(X)
         upper = calibration.upper_bounds(predicted, pools, confidence)
         chances = None if seconds is None else calibration.probabilities_within(predicted, pools, seconds)
         return Estimates(predicted, upper, chances)

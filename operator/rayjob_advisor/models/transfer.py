@@ -1,0 +1,216 @@
+"""A scarcely measured accelerator predicted from a well measured one: its scaling shape times a speed factor.
+
+A profile with a hundred runs on one accelerator and a few on a new one has
+too few of the new one's runs to learn how the workload scales there (which
+worker counts, nodes and batches are slow), but enough to learn how much
+faster or slower it is. ``TransferredModel`` predicts the new accelerator's
+runs as the source model (fitted on the well measured accelerator's runs)
+predicts them, times a speed factor learned from the new accelerator's own
+runs: the geometric mean of ``measured / source-predicted``, and, where the
+data says that ratio changes with scale (``SpeedFactor.fit`` with a slope),
+a power of the worker count as well (on the Sia traces an A100 gains less
+on a V100 at 15 GPUs than at 1).
+
+Its bound is the source model's, widened by how far the new runs stray
+from the factor: each residual pool of the source (``calibration``) is
+combined with every held-out deviation ``measured / transferred`` of the
+new runs (the factor fitted without them, on the same splits as a model's
+cross-validation: ``splits``), so the bound and ``probability_within`` are
+still read from one pool at the same ranks. Those held-out deviations also
+score the transfer (``cv_mape_``): ``better_model`` keeps the accelerator's
+own model only where its cross-validated error on the same runs is lower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from rayjob_advisor.models import calibration, design, splits
+from rayjob_advisor.models.design import Runlike
+from rayjob_advisor.models.evaluation import NotEnoughData
+from rayjob_advisor.models.predictor import Estimates
+from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.observations import Observation, measured_accelerators, runs_on
+
+MIN_SLOPE_WORKER_COUNTS = 3
+"""Distinct worker counts the new runs need before the factor may change with the worker count."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedFactor:
+    """``measured / source-predicted`` as ``exp(level + slope * log(workers))`` (slope 0: one factor)."""
+
+    level: float
+    slope: float = 0.0
+
+    @classmethod
+    def fit(cls, workers: np.ndarray, log_ratios: np.ndarray, sloped: bool) -> SpeedFactor:
+        """Least squares in log space: the geometric mean, and the slope over log workers when ``sloped``."""
+        if not sloped or len(np.unique(workers)) < 2:
+            return cls(float(np.mean(log_ratios)))
+        slope, level = np.polyfit(np.log(workers), log_ratios, 1)
+        return cls(float(level), float(slope))
+
+    def log_factor(self, workers: np.ndarray) -> np.ndarray:
+        return np.asarray(self.level + self.slope * np.log(workers), dtype=float)
+
+    def __call__(self, workers: np.ndarray) -> np.ndarray:
+        return np.asarray(np.exp(self.log_factor(workers)), dtype=float)
+
+
+def _held_out_deviations(
+    workers: np.ndarray, sizes: np.ndarray, log_ratios: np.ndarray, sloped: bool
+) -> dict[str, np.ndarray]:
+    """Per split of the runs, ``log(measured / transferred)`` of each held-out run, its factor fitted without it."""
+    defined, skipped = splits.split_folds(workers, sizes)
+    if not defined:
+        raise NotEnoughData("too few runs to learn a speed factor: " + "; ".join(skipped.values()))
+    return {
+        split: np.concatenate(
+            [
+                log_ratios[test] - SpeedFactor.fit(workers[train], log_ratios[train], sloped).log_factor(workers[test])
+                for train, test in folds
+            ]
+        )
+        for split, folds in defined.items()
+    }
+
+
+def _mape(deviations: dict[str, np.ndarray]) -> float:
+    """The mean over splits of the held-out absolute percentage error, |predicted / measured - 1|."""
+    return float(np.mean([np.mean(np.abs(np.exp(-d) - 1.0)) for d in deviations.values()]))
+
+
+class TransferredModel(RuntimeModel):
+    """``source``'s predictions of the runs times a ``SpeedFactor`` learned from them (module docstring).
+
+    ``source`` (fitted on ``source_accelerator``'s runs) answers every question but the seconds: the
+    design, the placement and the batch it assumes, start-up. Fitted attributes besides the source's:
+    ``factor_`` (``SpeedFactor``), ``deviations_`` (sorted held-out ``measured / transferred`` ratios),
+    ``cv_mape_`` (the transfer's held-out error on the runs), ``n_samples_`` (the runs it learned from).
+    """
+
+    def __init__(self, source: RuntimeModel, source_accelerator: str) -> None:
+        super().__init__(source.candidate)
+        self.source = source
+        self.source_accelerator = source_accelerator
+
+    def fit(self, observations: Sequence[Observation]) -> TransferredModel:
+        vars(self).update({name: value for name, value in vars(self.source).items() if name.endswith("_")})
+        workers = np.array([o.workers for o in observations], dtype=float)
+        sizes = np.array([o.dataset_size for o in observations], dtype=float)
+        measured = np.array([o.execution_seconds for o in observations], dtype=float)
+        log_ratios = np.log(measured / self.source.predict(observations))
+        choices = [False, True] if len(np.unique(workers)) >= MIN_SLOPE_WORKER_COUNTS else [False]
+        scored = {sloped: _held_out_deviations(workers, sizes, log_ratios, sloped) for sloped in choices}
+        sloped = min(choices, key=lambda choice: _mape(scored[choice]))  # no slope on a tie
+        self.factor_ = SpeedFactor.fit(workers, log_ratios, sloped)
+        self.deviations_ = np.sort(np.exp(np.concatenate(list(scored[sloped].values()))))
+        self.cv_mape_ = _mape(scored[sloped])
+        self.n_samples_ = len(observations)
+        return self
+
+    def describe(self, workers: float) -> str:
+        """``a100 x 0.57``: the source accelerator and the factor at ``workers``."""
+        return f"{self.source_accelerator} x {float(self.factor_(np.array([workers]))[0]):.3g}"
+
+    def assumptions(self, run: Runlike) -> dict[str, float | str]:
+        return {**super().assumptions(run), "accelerator_transfer": self.describe(run.workers)}
+
+    def _scale(self, X: np.ndarray) -> np.ndarray:
+        return self.factor_(X[:, design.WORKERS])
+
+    def floor(self, runs: Sequence[Runlike]) -> np.ndarray:
+        return np.asarray(super().floor(runs) * self._scale(self._matrix(runs)), dtype=float)
+
+    def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
+        return np.asarray(super().predict(runs) * self._scale(self._matrix(runs)), dtype=float)
+
+    def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
+        return np.asarray(super().trend(runs) * self._scale(self._matrix(runs)), dtype=float)
+
+    def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
+        """The transferred medians and the source's pools of each run, each widened by the deviations."""
+        X = self._matrix(runs)
+        predicted, pools = self._predictor(X).pools(X)
+        widened: dict[int, np.ndarray] = {}  # the source shares one array among the runs of a band
+
+        def widen(pool: np.ndarray) -> np.ndarray:
+            if id(pool) not in widened:
+                widened[id(pool)] = np.sort(np.outer(1.0 + pool, self.deviations_).ravel() - 1.0)
+            return widened[id(pool)]
+
+        return predicted * self._scale(X), [tuple(widen(pool) for pool in run) for run in pools]
+
+    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
+        return calibration.probabilities_within(*self._pools(runs), np.asarray(seconds, dtype=float))
+
+    def estimate(self, runs: Sequence[Runlike], confidence: float, seconds: Sequence[float] | None = None) -> Estimates:
+        predicted, pools = self._pools(runs)
+        upper = calibration.upper_bounds(predicted, pools, confidence)
+        chances = None if seconds is None else calibration.probabilities_within(predicted, pools, np.asarray(seconds))
+        return Estimates(predicted, upper, chances)
+
+
+def candidate_models(
+    runs: Sequence[Observation], accelerator: str, source: RuntimeModel | None, source_accelerator: str | None
+) -> tuple[list[RuntimeModel], list[str]]:
+    """The models of ``accelerator``'s ``runs`` that can be fitted, its own first, then the source's transferred
+    with the factor learned from its own runs; and why the others cannot."""
+    own_runs = [run for run in runs if run.accelerator == accelerator]
+    models: list[RuntimeModel] = []
+    problems = []
+    fits: list[Callable[[], RuntimeModel]] = [
+        lambda: RuntimeModel().fit(runs),
+        lambda: _transferred(source, source_accelerator, own_runs),
+    ]
+    for fit in fits:
+        try:
+            model = fit()
+        except (NotEnoughData, ValueError) as exc:
+            problems.append(str(exc))
+            continue
+        if np.isfinite(model.cv_mape_):
+            models.append(model)
+        else:
+            problems.append(f"the cross-validated error is {model.cv_mape_}")
+    return models, problems
+
+
+def better_of(models: Sequence[RuntimeModel], problems: Sequence[str]) -> RuntimeModel:
+    """The model of lower held-out error on the same runs (the first on a tie); raises when there is none."""
+    if not models:
+        raise NotEnoughData("; ".join(problems))
+    return min(models, key=lambda model: model.cv_mape_)
+
+
+def better_model(
+    runs: Sequence[Observation], accelerator: str, source: RuntimeModel | None, source_accelerator: str | None
+) -> RuntimeModel:
+    """The model a job on ``accelerator`` is predicted with: its own or the transferred one (``better_of``)."""
+    return better_of(*candidate_models(runs, accelerator, source, source_accelerator))
+
+
+def _transferred(
+    source: RuntimeModel | None, source_accelerator: str | None, runs: Sequence[Observation]
+) -> RuntimeModel:
+    if source is None or source_accelerator is None:
+        raise NotEnoughData("no other accelerator's model to transfer")
+    return TransferredModel(source, source_accelerator).fit(runs)
+
+
+def model_on(observations: Sequence[Observation], accelerator: str | None) -> RuntimeModel:
+    """The model of a job on ``accelerator`` (``observations.choose_accelerator``'s ``used``) from a profile's runs:
+    the most measured accelerator's own, else ``better_model`` with that one as the source."""
+    measured = measured_accelerators(observations)
+    main = measured[0] if measured else None
+    if accelerator is None or accelerator == main:
+        return RuntimeModel().fit(runs_on(observations, main))
+    try:
+        source: RuntimeModel | None = RuntimeModel().fit(runs_on(observations, main))
+    except NotEnoughData:
+        source = None
+    return better_model(runs_on(observations, accelerator), accelerator, source, main)
