@@ -143,10 +143,7 @@ def read_review(body: bytes) -> tuple[dict[str, Any], AdmissionReview]:
     try:
         return data, AdmissionReview.model_validate(data)
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
-        )
-        raise BadReview(f"not an AdmissionReview: {problems}") from None
+        raise BadReview(f"not an AdmissionReview: {contract.validation_problems(exc, 'body', 5)}") from None
 
 
 def unchanged(review: AdmissionReview, warning: str) -> dict[str, Any]:

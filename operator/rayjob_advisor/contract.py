@@ -347,6 +347,13 @@ def parse_inputs(
         raise AnnotationError("; ".join(messages)) from None
 
 
+def validation_problems(exc: pydantic.ValidationError, whole: str, limit: int | None = None) -> str:
+    """pydantic's errors in one line, each after the field it is about (``whole``: the object itself), at most
+    ``limit`` of them: what a client of an HTTP body or a setting reads (annotations: ``parse_inputs``)."""
+    errors = exc.errors(include_url=False)[:limit]
+    return "; ".join(f"{'.'.join(map(str, error['loc'])) or whole}: {error['msg']}" for error in errors)
+
+
 def format_duration(seconds: float) -> str:
     """Whole seconds, rounded up, as the shortest Go duration: ``17m32s``, ``2h5m``, ``45s``, ``0s``.
 

@@ -59,10 +59,7 @@ def parse_report(raw: bytes) -> eta.Report:
     try:
         return eta.Report.model_validate_json(raw)
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, error['loc'])) or 'report'}: {error['msg']}" for error in exc.errors(include_url=False)
-        )
-        raise Rejected(400, f"not a progress report: {problems}") from None
+        raise Rejected(400, f"not a progress report: {contract.validation_problems(exc, 'report')}") from None
 
 
 def service_account(review: Mapping[str, Any], audience: str) -> tuple[str, str]:
