@@ -53,7 +53,8 @@ class Sweeper(BackgroundLoop):
     def sweep(self, now: dt.datetime) -> None:
         """Post what is due on every running job (a failure on one job does not stop the others)."""
         jobs = dict(self.running)
-        self._posted = {(uid, reason) for uid, reason in self._posted if uid in {key[2] for key in jobs}}
+        uids = {uid for _, _, uid in jobs}
+        self._posted = {(uid, reason) for uid, reason in self._posted if uid in uids}
         for (namespace, name, uid), body in jobs.items():
             due = [alert for alert in eta.due_alerts(body, now) if (uid, alert.reason) not in self._posted]
             if not due:
