@@ -124,9 +124,8 @@ async def watch_running_jobs(memo: wiring.Memo, **_: Any) -> None:
 
 
 @kopf.on.cleanup(registry=REGISTRY)
-async def stop_watching_running_jobs(memo: wiring.Memo, **_: Any) -> None:
-    if memo.sweeper is not None:
-        await asyncio.to_thread(memo.sweeper.stop)
+async def stop_progress_endpoint(memo: wiring.Memo, **_: Any) -> None:
+    """The progress endpoint stops here; the sweep with the other background loops (``wiring``'s clean-up)."""
     if memo.progress is not None:
         await memo.progress.stop()
 

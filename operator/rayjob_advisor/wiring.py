@@ -31,6 +31,7 @@ import kubernetes
 
 from rayjob_advisor import contract, hooks, kubeapi, profiles, reports, sweep
 from rayjob_advisor.application import Message, Policy
+from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.metrics import JobKey, Metrics
 
@@ -70,6 +71,10 @@ class Memo:
         if self.api is None:
             raise RuntimeError("the operator has not started: no API client yet")
         return self.api
+
+    def loops(self) -> list[BackgroundLoop]:
+        """The background loops started so far (the refitter; the controller's sweep): probed, then stopped."""
+        return [loop for loop in (self.refitter, self.sweeper) if loop is not None]
 
     def policy(self, namespace: str | None) -> Policy:
         """The configuration's decisions for every job in ``namespace`` (its labels may set the mode)."""
@@ -264,16 +269,16 @@ def _probe_background(memo: Memo, **_: Any) -> dict[str, Any]:
     so that Kubernetes restarts the pod."""
     if memo.refitter is None:
         return {"state": "starting"}
-    for loop in (memo.refitter, memo.sweeper):
-        problem = loop.problem() if loop is not None else None
+    for loop in memo.loops():
+        problem = loop.problem()
         if problem is not None:
             raise kopf.PermanentError(problem)
     return {"state": "ok", "staleProfiles": len(memo.store.stale())}
 
 
 def _stop(memo: Memo, **_: Any) -> None:
-    if memo.refitter is not None:
-        memo.refitter.stop()
+    for loop in memo.loops():
+        loop.stop()
 
 
 def _publish_fit(memo: Memo, profile: profiles.Profile) -> None:
