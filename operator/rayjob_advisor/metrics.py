@@ -58,10 +58,10 @@ class JobGauges(Collector):
         """The job ended: its series expire after ``ttl``; an ended job has no ETA any more."""
         extra = {"actual": actual} if actual is not None else {}
         with self._lock:
-            values = self._jobs.get(job, {})
+            values = self._jobs.setdefault(job, {})
             values.pop("eta", None)
             values.pop("eta_upper", None)
-        self.set(job, expires=time.monotonic() + self.ttl, **extra)
+            values.update(expires=time.monotonic() + self.ttl, **extra)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = time.monotonic()
