@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
+from rayjob_advisor import profiles
 from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit import paths, prometheus
-from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.profiles import fitted_store, synthetic_observations
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -23,6 +24,12 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def synthetic() -> list[Observation]:
     return synthetic_observations()
+
+
+@pytest.fixture(scope="module")
+def store() -> profiles.ProfileStore:
+    """The synthetic runs' profile (default/synthetic), fitted: the store of the tests of ``advise``."""
+    return fitted_store(synthetic_observations())
 
 
 @pytest.fixture(scope="session")
