@@ -23,8 +23,7 @@ from rayjob_advisor import hooks, kubeapi
 from rayjob_advisor.profiling.progress import AdvisorProgress
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
-from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
-from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
+from rayjob_advisor_testkit.profiles import profile_manifest, profiled_rayjob
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
@@ -58,12 +57,7 @@ def test_token_reviews_are_answered_strictly():
 
 
 def job(name: str) -> dict:
-    body = make_rayjob(
-        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "1000000", ann.BATCH_SIZE: "128"},
-        groups=[worker_group(replicas=4, maxReplicas=8)],
-    )
-    body["metadata"]["name"] = name
-    return body
+    return profiled_rayjob(name, **{ann.DATASET_SIZE: "1000000"})
 
 
 def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
