@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 from collections.abc import Callable
 
 import pytest
 
-from rayjob_advisor.observations import Observation
+from rayjob_advisor import profiles
+from rayjob_advisor.observations import Observation, write_observations
 from rayjob_advisor_testkit import paths, prometheus
-from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.profiles import fitted_store, synthetic_observations
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -23,6 +25,20 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def synthetic() -> list[Observation]:
     return synthetic_observations()
+
+
+@pytest.fixture(scope="module")
+def store() -> profiles.ProfileStore:
+    """The synthetic runs' profile (default/synthetic), fitted: the store of the tests of ``advise``."""
+    return fitted_store(synthetic_observations())
+
+
+@pytest.fixture(scope="module")
+def profile_csv(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The synthetic runs as a CSV file: the ``--data`` of the CLI's tests."""
+    path = tmp_path_factory.mktemp("profile") / "runs.csv"
+    write_observations(path, synthetic_observations())
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ from rayjob_advisor.observations import (
 )
 from rayjob_advisor_testkit.emulator import ApiError
 from rayjob_advisor_testkit.paths import SIA
-from rayjob_advisor_testkit.profiles import profile_manifest, small_profile_runs
+from rayjob_advisor_testkit.profiles import fitted_store, profile_manifest, small_profile_runs
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
@@ -200,9 +200,7 @@ def job_on(accelerator: str | None, workload: str = "synthetic", **notes: str) -
 
 @pytest.fixture(scope="module")
 def t4_store() -> profiles.ProfileStore:
-    store = profiles.ProfileStore(shipped=False)
-    store.put("default", "synthetic", "synthetic", on(small_profile_runs(), "t4"), []).fit()
-    return store
+    return fitted_store(on(small_profile_runs(), "t4"))
 
 
 @pytest.mark.parametrize(
@@ -222,9 +220,7 @@ def test_a_job_on_a_measured_accelerator_and_a_profile_without_accelerators_assu
     advice = advise(job_on("Tesla-T4"), t4_store, policy=Policy(), may_resize=True, now=NOW)
     assert "accelerator" not in json.loads(advice.patch["metadata"]["annotations"][ann.PREDICTION])["assumed"]
     assert advice.messages == ()
-    plain = profiles.ProfileStore(shipped=False)
-    plain.put("default", "synthetic", "synthetic", small_profile_runs(), []).fit()
-    advice = advise(job_on("a100"), plain, policy=Policy(), may_resize=True, now=NOW)
+    advice = advise(job_on("a100"), fitted_store(small_profile_runs()), policy=Policy(), may_resize=True, now=NOW)
     assert "accelerator" not in json.loads(advice.patch["metadata"]["annotations"][ann.PREDICTION])["assumed"]
     assert advice.messages == ()
 

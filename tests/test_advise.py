@@ -18,18 +18,11 @@ from rayjob_advisor import features, planner, prediction, profiles
 from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
 from rayjob_advisor.config import OperatorConfig, load_config
 from rayjob_advisor_testkit.emulator import merge_patch
-from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.profiles import fitted_store, synthetic_observations
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob, make_rayjob, sample_rayjobs, worker_group
 
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 POLICY = Policy()
-
-
-@pytest.fixture(scope="module")
-def store():
-    store = profiles.ProfileStore(shipped=False)
-    store.put("default", "synthetic", "synthetic", synthetic_observations(), []).fit()
-    return store
 
 
 def applied(rayjob: dict, advice: Advice) -> dict:
@@ -421,17 +414,13 @@ def training_count_in(rayjob: dict, training: features.TrainingCount) -> str:
 @pytest.fixture(scope="module")
 def gpu_store():
     """The synthetic workload profiled at 1, 2 and 4 GPUs per worker."""
-    store = profiles.ProfileStore(shipped=False)
-    store.put("default", "synthetic", "synthetic", synthetic_observations(gpus_per_worker=(1, 2, 4)), []).fit()
-    return store
+    return fitted_store(synthetic_observations(gpus_per_worker=(1, 2, 4)))
 
 
 @pytest.fixture(scope="module")
 def one_gpu_store():
     """The synthetic workload profiled at 1 GPU per worker only."""
-    store = profiles.ProfileStore(shipped=False)
-    store.put("default", "synthetic", "synthetic", synthetic_observations(gpus_per_worker=(1,)), []).fit()
-    return store
+    return fitted_store(synthetic_observations(gpus_per_worker=(1,)))
 
 
 def gpu_deadline_job(mode: str, deadline: str, gpus: str, replicas: int = 2, high: int = 4) -> dict:

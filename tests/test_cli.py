@@ -30,13 +30,6 @@ SPLITS = {
 }
 
 
-@pytest.fixture(scope="module")
-def profile_csv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("profile") / "runs.csv"
-    write_observations(path, synthetic_observations())
-    return path
-
-
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     status = main([str(a) for a in argv])
     captured = capsys.readouterr()

@@ -11,13 +11,13 @@ import pydantic
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import hooks, profiles, wiring
+from rayjob_advisor import hooks, wiring
 from rayjob_advisor.application import Policy, advise
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import features_from_rayjob
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
-from rayjob_advisor_testkit.profiles import profile_manifest, synthetic_observations
+from rayjob_advisor_testkit.profiles import profile_manifest
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 from tests.test_advise import NOW, applied, deadline_job, notes_of
 
@@ -34,14 +34,6 @@ TOKEN_VOLUME = {
     },
 }
 TOKEN_MOUNT = {"name": "rayjob-advisor-token", "mountPath": "/var/run/secrets/rayjob-advisor", "readOnly": True}
-
-
-@pytest.fixture(scope="module")
-def store() -> profiles.ProfileStore:
-    """test_advise's profile: the synthetic runs, fitted."""
-    store = profiles.ProfileStore(shipped=False)
-    store.put("default", "synthetic", "synthetic", synthetic_observations(), []).fit()
-    return store
 
 
 def job(**notes: str) -> dict:

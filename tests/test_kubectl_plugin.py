@@ -26,8 +26,8 @@ from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.paths import REPO
-from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
-from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, profiled_rayjob, small_profile_runs
+from rayjob_advisor_testkit.rayjobs import make_rayjob
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
 KUBECTL = shutil.which("kubectl")
@@ -97,11 +97,8 @@ def kubectl(live: RunningAdvisor, tmp_path_factory: pytest.TempPathFactory) -> K
 
 def submit(api: AdvisorEmulator, name: str, namespace: str = "default", **notes: str) -> dict[str, str]:
     """Create a RayJob of 4 replicas and wait for its prediction; its annotations."""
-    rayjob = make_rayjob(
-        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", **notes},
-        groups=[worker_group(replicas=4, maxReplicas=8)],
-    )
-    rayjob["metadata"].update(name=name, namespace=namespace)
+    rayjob = profiled_rayjob(name, **notes)
+    rayjob["metadata"]["namespace"] = namespace
     api.create(rayjob)
 
     def annotations() -> dict[str, str] | None:
@@ -285,14 +282,7 @@ def test_what_if_predicts_from_the_runs_of_the_jobs_accelerator(live, tmp_path, 
         ],
     }
     live.api.create(profile_manifest(on["a100"] + on["v100"], workload="mixed"))
-    rayjob = make_rayjob(
-        annotations={
-            ann.WORKLOAD: "mixed", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.EPOCHS: "1",
-            ann.ACCELERATOR: "v100",
-        },
-        groups=[worker_group(replicas=4, maxReplicas=8)],
-    )  # fmt: skip
-    rayjob["metadata"]["name"] = "on-v100"
+    rayjob = profiled_rayjob("on-v100", **{ann.WORKLOAD: "mixed", ann.EPOCHS: "1", ann.ACCELERATOR: "v100"})
     live.api.create(rayjob)
     config = tmp_path / "config"
     config.write_text(json.dumps(kubeconfig(live.api.url)))

@@ -16,21 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import profiles
 from rayjob_advisor.application import Advice, Policy, advise, learn
 from rayjob_advisor_testkit.emulator import LABEL_VALUE, merge_patch
-from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.profiles import fitted_store, synthetic_observations
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob, make_rayjob, worker_group
 
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 POLICY = Policy()
-
-
-@pytest.fixture(scope="module")
-def store() -> profiles.ProfileStore:
-    store = profiles.ProfileStore(shipped=False)
-    store.put("default", "synthetic", "synthetic", synthetic_observations(), []).fit()
-    return store
 
 
 def job(mode: str = "recommend", deadline: str | None = None, replicas: int = 1) -> dict:
@@ -92,9 +84,8 @@ def test_the_deadline_status_is_that_of_the_size_the_job_will_run_at(store):
 
 def test_a_job_left_at_its_size_is_judged_with_its_own_start_up():
     """Start-up grows 5 s a worker: 8 replicas start in 40 s and need 71 s at the upper bound, 4 start in 20 s."""
-    store = profiles.ProfileStore(shipped=False)
     runs = [run.model_copy(update={"startup_seconds": 5.0 * run.workers}) for run in synthetic_observations()]
-    store.put("default", "synthetic", "synthetic", runs, []).fit()
+    store = fitted_store(runs)
     for deadline, status in (("60s", "at-risk"), ("80s", "on-track")):
         rayjob = job(deadline=deadline, replicas=8)
         advice = advise(rayjob, store, policy=POLICY, may_resize=False, now=NOW)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
 
 from rayjob_advisor import contract as ann
 from rayjob_advisor.cli import main
 from rayjob_advisor.models.runtime import RuntimeModel
-from rayjob_advisor.observations import write_observations
-from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 ONE_PER_NODE = {
@@ -23,13 +20,6 @@ ONE_PER_NODE = {
         }
     }
 }
-
-
-@pytest.fixture(scope="module")
-def profile_csv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("profile") / "runs.csv"
-    write_observations(path, synthetic_observations())
-    return path
 
 
 def predict(capsys, tmp_path, profile_csv, notes: dict[str, str], pod: dict | None = None, *options: str):

@@ -7,11 +7,8 @@ import datetime as dt
 import json
 import logging
 import pathlib
-import ssl
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import kubernetes
@@ -21,10 +18,9 @@ import ray.cloudpickle
 from rayjob_advisor import contract as ann
 from rayjob_advisor import hooks, kubeapi
 from rayjob_advisor.profiling.progress import AdvisorProgress
-from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
+from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
-from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
-from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
+from rayjob_advisor_testkit.profiles import profile_manifest, profiled_rayjob
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import tests/
@@ -58,12 +54,7 @@ def test_token_reviews_are_answered_strictly():
 
 
 def job(name: str) -> dict:
-    body = make_rayjob(
-        annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "1000000", ann.BATCH_SIZE: "128"},
-        groups=[worker_group(replicas=4, maxReplicas=8)],
-    )
-    body["metadata"]["name"] = name
-    return body
+    return profiled_rayjob(name, **{ann.DATASET_SIZE: "1000000"})
 
 
 def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
@@ -71,12 +62,10 @@ def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def advisor(tmp_path_factory) -> Iterator[tuple[RunningAdvisor, str]]:
-    """A controller with its progress endpoint, and the CA that signed its certificate."""
-    ca, cert, key = make_certificates(tmp_path_factory.mktemp("progress-tls"))
-    tls = {"tls_cert_file": str(cert), "tls_key_file": str(key), "progress_port": free_port()}
-    with running_advisor(objects=[profile_manifest()], **QUICK_REFITS, **tls) as running:
-        yield running, str(ca)
+def advisor() -> Iterator[RunningAdvisor]:
+    """A controller with its progress endpoint."""
+    with running_advisor(objects=[profile_manifest()], progress=True, **QUICK_REFITS) as running:
+        yield running
         assert not [v for v in running.api.violations if v.rejected]
 
 
@@ -90,22 +79,14 @@ def started(api: AdvisorEmulator, name: str, ago: float = 60) -> dict:
     return api.get("rayjobs", "default", name)
 
 
-def post(advisor: tuple[RunningAdvisor, str], body: object, token: str | None) -> tuple[int, str]:
-    running, ca = advisor
-    request = urllib.request.Request(
-        f"https://127.0.0.1:{running.config.progress_port}/progress",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
-    )
-    try:
-        with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=ca), timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+def post(advisor: RunningAdvisor, body: object, token: str | None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    status, _, answer = advisor.progress.post(json.dumps(body).encode(), headers)
+    return status, answer.decode()
 
 
 def test_a_report_from_the_jobs_namespace_refines_its_eta(advisor):
-    api = advisor[0].api
+    api = advisor.api
     stored = started(api, "reported")
     before = notes(api, "reported")[ann.ETA]
     token = api.tokens.issue("default", "ray-head", audiences=[AUDIENCE], pod="reported-head")
@@ -135,7 +116,7 @@ def test_a_report_from_the_jobs_namespace_refines_its_eta(advisor):
     ],
 )
 def test_reports_are_refused_with_one_line_saying_why(advisor, who, report, status, words):
-    api = advisor[0].api
+    api = advisor.api
     name = f"refused-{status}-{len(api.objects('rayjobs'))}"
     started(api, name)
     tokens = {
@@ -152,7 +133,7 @@ def test_reports_are_refused_with_one_line_saying_why(advisor, who, report, stat
 
 
 def test_a_job_not_running_cannot_be_reported_on(advisor):
-    api = advisor[0].api
+    api = advisor.api
     api.create(job("waiting"))
     api.wait_until(lambda: notes(api, "waiting").get(ann.PREDICTION), 60)
     token = api.tokens.issue("default", audiences=[AUDIENCE])
@@ -160,11 +141,9 @@ def test_a_job_not_running_cannot_be_reported_on(advisor):
     assert status == 409 and "not running" in text
 
 
-def injected(advisor: tuple[RunningAdvisor, str], stored: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def injected(advisor: RunningAdvisor, stored: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """The environment the progress hook gives ``stored``'s head pod, pointing at the test's endpoint, set here."""
-    running, ca = advisor
-    url = f"https://127.0.0.1:{running.config.progress_port}/progress"
-    progress = hooks.Progress(url=url, audience=AUDIENCE, ca=pathlib.Path(ca).read_text())
+    progress = hooks.Progress(url=advisor.progress.url, audience=AUDIENCE, ca=pathlib.Path(advisor.ca).read_text())
     patch = hooks.patch(stored, frozenset({"progress"}), 60, progress)
     (ray, *_) = patch["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
     for variable in ray["env"]:
@@ -180,7 +159,7 @@ def token_file(api: AdvisorEmulator, folder: pathlib.Path) -> str:
 
 
 def test_the_callback_verifies_the_endpoint_with_the_injected_ca(advisor, tmp_path, monkeypatch, caplog):
-    api = advisor[0].api
+    api = advisor.api
     stored = started(api, "pem")
     injected(advisor, stored, monkeypatch)
     callback = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path), interval=0)
@@ -216,8 +195,7 @@ def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path, monkeyp
 
     from rayjob_advisor.profiling.harness import ray_session
 
-    running, _ = advisor
-    api = running.api
+    api = advisor.api
     stored = started(api, "real", ago=5)
     predicted = notes(api, "real")[ann.ETA]
     injected(advisor, stored, monkeypatch)

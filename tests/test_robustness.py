@@ -18,8 +18,7 @@ from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor_testkit import emulator
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, free_port, running_advisor
 from rayjob_advisor_testkit.emulator import ApiError, rfc3339
-from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
-from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, profiled_rayjob, small_profile_runs
 from rayjob_advisor_testkit.resources import AdvisorEmulator, advisor_resources
 
 
@@ -152,9 +151,7 @@ def test_server_errors_at_start_up_are_recovered_from_within_seconds(api):
 
 def test_hung_gets_delay_learning_and_never_end_it(api, monkeypatch):
     monkeypatch.setattr(kubeapi, "TIMEOUT_SECONDS", 0.5)
-    job = make_rayjob(annotations={ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128"},
-                      groups=[worker_group(replicas=4, maxReplicas=8)])  # fmt: skip
-    job["metadata"]["name"] = "slow"
+    job = profiled_rayjob("slow")
     with operator(api) as advisor:
         api.create(job)
         api.wait_until(lambda: ann.PREDICTION in notes(api), 60)

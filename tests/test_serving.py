@@ -13,7 +13,7 @@ import socket
 import ssl
 import time
 import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,13 +22,13 @@ import pytest
 from rayjob_advisor import admission, reports
 from rayjob_advisor import serving as serving_module
 from rayjob_advisor_testkit.admission import Webhook
-from rayjob_advisor_testkit.advisor import RunningAdvisor, free_port, running_advisor
+from rayjob_advisor_testkit.advisor import RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
+from rayjob_advisor_testkit.https import Endpoint
 from rayjob_advisor_testkit.rayjobs import make_rayjob
 
 SERVERS = ["webhook", "progress"]
 MAX_BYTES = {"webhook": admission.MAX_REQUEST_BYTES, "progress": reports.MAX_REPORT_BYTES}
-PATHS = {"webhook": "/advise", "progress": reports.PATH}
 # A request each answers at once, with no profile and no token: an AdmissionReview (admitted), a report without
 # a token (refused).
 ANSWERS = {"webhook": 200, "progress": 401}
@@ -36,44 +36,31 @@ ANSWERS = {"webhook": 200, "progress": 401}
 
 @dataclasses.dataclass(frozen=True)
 class Served:
-    """One of the two servers, running: where it listens, and a client context trusting its CA."""
+    """One of the two servers, running: its operator, and its client (trusting its CA)."""
 
     kind: str
     advisor: RunningAdvisor
-    port: int
-    context: ssl.SSLContext
+    endpoint: Endpoint
 
-    def post(self, body: bytes, context: ssl.SSLContext | None = None) -> tuple[int, str, bytes]:
-        """(HTTP status, reason, body) of the answer to ``body`` (trusting ``context``'s CA, default the first)."""
-        url = f"https://127.0.0.1:{self.port}{PATHS[self.kind]}"
-        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, context=context or self.context, timeout=30) as answer:
-                return answer.status, answer.reason, answer.read()
-        except urllib.error.HTTPError as error:
-            with error:
-                return error.code, error.reason, error.read()
+    @property
+    def port(self) -> int:
+        return self.advisor.config.webhook_port if self.kind == "webhook" else self.advisor.config.progress_port
 
     def answer(self, context: ssl.SSLContext | None = None) -> int:
         """The status of a request this server answers at once (``ANSWERS``)."""
         if self.kind == "webhook":
-            return self.post(json.dumps(Webhook.envelope(make_rayjob())).encode(), context)[0]
-        return self.post(json.dumps({"namespace": "default", "name": "x", "done": 1, "total": 2}).encode(), context)[0]
+            body: dict[str, Any] = Webhook.envelope(make_rayjob())
+        else:
+            body = {"namespace": "default", "name": "x", "done": 1, "total": 2}
+        return self.endpoint.post(json.dumps(body).encode(), context=context)[0]
 
 
 @contextlib.contextmanager
-def served(kind: str, folder: pathlib.Path, **config: Any) -> Iterator[Served]:
+def served(kind: str, **config: Any) -> Iterator[Served]:
     """The webhook role, or a controller with its progress endpoint, with ``config`` (OperatorConfig fields)."""
-    if kind == "webhook":
-        with running_advisor("webhook", **config) as advisor:
-            yield Served(kind, advisor, advisor.config.webhook_port, advisor.webhook.context)
-        return
-    ca, cert, key = make_certificates(folder)
-    tls = {"tls_cert_file": str(cert), "tls_key_file": str(key), "progress_port": free_port()}
-    with running_advisor(**tls, **config) as advisor:
-        server = Served(kind, advisor, advisor.config.progress_port, ssl.create_default_context(cafile=str(ca)))
-        advisor.api.wait_until(lambda: _answers(server), 30)
-        yield server
+    role = "webhook" if kind == "webhook" else "controller"
+    with running_advisor(role, progress=kind == "progress", **config) as advisor:
+        yield Served(kind, advisor, advisor.webhook if kind == "webhook" else advisor.progress)
 
 
 def _answers(server: Served, context: ssl.SSLContext | None = None) -> bool:
@@ -89,9 +76,9 @@ def _leaf(chain: pathlib.Path) -> bytes:
 
 
 @pytest.mark.parametrize("kind", SERVERS)
-def test_a_body_over_the_limit_gets_a_413_with_the_reason(kind, tmp_path):
-    with served(kind, tmp_path) as server:
-        status, reason, body = server.post(json.dumps({"padding": "x" * MAX_BYTES[kind]}).encode())
+def test_a_body_over_the_limit_gets_a_413_with_the_reason(kind):
+    with served(kind) as server:
+        status, reason, body = server.endpoint.post(json.dumps({"padding": "x" * MAX_BYTES[kind]}).encode())
         words = f"request body over {MAX_BYTES[kind]} bytes"
         assert (status, reason, body.decode()) == (413, words, words)
         assert server.answer() == ANSWERS[kind]  # and the server goes on
@@ -102,8 +89,9 @@ class SlowClient:
 
     def __init__(self, server: Served) -> None:
         self.port = server.port
-        self.context = server.context
-        self.headers = f"POST {PATHS[server.kind]} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        self.context = server.endpoint.context
+        path = urllib.parse.urlsplit(server.endpoint.url).path
+        self.headers = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
     def open(self, sent: str | None) -> socket.socket:
         """A connection that sent ``sent`` (after the headers) after its handshake; None: not even the handshake."""
@@ -127,9 +115,9 @@ class SlowClient:
 
 
 @pytest.mark.parametrize("kind", SERVERS)
-def test_slow_connections_are_dropped_while_requests_are_answered(kind, tmp_path):
+def test_slow_connections_are_dropped_while_requests_are_answered(kind):
     limits = {"webhook_header_timeout_seconds": 2, "webhook_body_timeout_seconds": 2}
-    with served(kind, tmp_path, **limits) as server:
+    with served(kind, **limits) as server:
         slow = SlowClient(server)
         opened = time.monotonic()
         no_handshake = [slow.open(None) for _ in range(5)]
@@ -145,8 +133,8 @@ def test_slow_connections_are_dropped_while_requests_are_answered(kind, tmp_path
 
 
 @pytest.mark.parametrize("kind", SERVERS)
-def test_connections_beyond_the_limit_get_a_503_at_once(kind, tmp_path):
-    with served(kind, tmp_path, webhook_header_timeout_seconds=2, webhook_max_connections=8) as server:
+def test_connections_beyond_the_limit_get_a_503_at_once(kind):
+    with served(kind, webhook_header_timeout_seconds=2, webhook_max_connections=8) as server:
         slow = SlowClient(server)
         held = [slow.open("") for _ in range(8)]
         time.sleep(0.2)  # the server has seen them all
@@ -162,8 +150,7 @@ def test_connections_beyond_the_limit_get_a_503_at_once(kind, tmp_path):
 @pytest.mark.parametrize("kind", SERVERS)
 def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tmp_path, caplog):
     monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
-    (tmp_path / "old").mkdir()
-    with served(kind, tmp_path / "old") as server:
+    with served(kind) as server:
         config = server.advisor.config
         ca, cert, key = make_certificates(tmp_path)
         # A Secret volume swaps both files at once; one at a time, the server keeps the old pair until both load.

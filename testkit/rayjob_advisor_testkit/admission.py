@@ -5,23 +5,20 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import ssl
-import urllib.error
-import urllib.request
 import uuid
 from typing import Any
 
 import jsonpatch
 
+from rayjob_advisor_testkit.https import Endpoint
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
 
-class Webhook:
+class Webhook(Endpoint):
     """Posts AdmissionReviews to the running webhook and applies what it answers."""
 
     def __init__(self, port: int, ca: str) -> None:
-        self.url = f"https://127.0.0.1:{port}/advise"
-        self.context = ssl.create_default_context(cafile=ca)
+        super().__init__(f"https://127.0.0.1:{port}/advise", ca)
 
     @staticmethod
     def envelope(rayjob: dict[str, Any], operation: str = "CREATE", dry_run: bool = False) -> dict[str, Any]:
@@ -40,16 +37,6 @@ class Webhook:
             "dryRun": dry_run,
         }
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-    def post(self, body: bytes) -> tuple[int, str, bytes]:
-        """(HTTP status, reason, body) of the webhook's answer to any request body."""
-        http = urllib.request.Request(self.url, body, {"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(http, context=self.context, timeout=30) as answer:
-                return answer.status, answer.reason, answer.read()
-        except urllib.error.HTTPError as error:
-            with error:
-                return error.code, error.reason, error.read()
 
     def review(self, rayjob: dict[str, Any], dry_run: bool = False, operation: str = "CREATE") -> dict[str, Any]:
         """The webhook's AdmissionResponse to ``operation`` (default: the creation) of ``rayjob``."""

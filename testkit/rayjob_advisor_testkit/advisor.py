@@ -15,11 +15,12 @@ from typing import Any, Literal
 
 import kopf
 
-from rayjob_advisor import profiles, run
+from rayjob_advisor import profiles, reports, run
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor_testkit.admission import Webhook
 from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.emulator import Emulator, operator_settings, run_operator
+from rayjob_advisor_testkit.https import Endpoint
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
 QUICK_REFITS: dict[str, Any] = {"refit_interval_seconds": 0.1, "refit_duty": 1.0, "shipped_profiles": False}
@@ -41,12 +42,15 @@ def _accepting(port: int) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class RunningAdvisor:
-    """A running operator: the emulator it works against, its config (ports) and memo, and its webhook's client."""
+    """A running operator: the emulator it works against, its config (ports) and memo, and its HTTPS endpoints'
+    clients."""
 
     api: Emulator
     config: OperatorConfig
     memo: Any  # rayjob_advisor's Memo: the profile store, metrics, ...
+    ca: str | None  # the CA file of the certificate its HTTPS endpoints serve; None: it serves none
     _webhook: Webhook | None  # the controller role serves none
+    _progress: Endpoint | None  # served only when asked for
 
     @property
     def webhook(self) -> Webhook:
@@ -54,6 +58,13 @@ class RunningAdvisor:
         if self._webhook is None:
             raise RuntimeError("the controller role serves no webhook")
         return self._webhook
+
+    @property
+    def progress(self) -> Endpoint:
+        """A client of the controller's progress endpoint (POST /progress), trusting its CA."""
+        if self._progress is None:
+            raise RuntimeError("no progress endpoint: running_advisor(progress=True) serves one")
+        return self._progress
 
     def wait_for_model(self, workload: str, namespace: str = "default", timeout: float = 60) -> None:
         """Until the profile a RayJob of ``workload`` in ``namespace`` would use is loaded and fitted."""
@@ -75,6 +86,7 @@ def running_advisor(
     registry: kopf.OperatorRegistry | None = None,
     timeout: float = 30,
     standby: bool = False,
+    progress: bool = False,
     **config: Any,
 ) -> Iterator[RunningAdvisor]:
     """Run the operator in ``role`` until the block ends; ``config``: OperatorConfig fields.
@@ -82,8 +94,9 @@ def running_advisor(
     Against ``api`` if given (enter again with the same one to emulate a restart: each run has a new
     memo), else against a new ``AdvisorEmulator`` holding ``objects``. No liveness or metrics server
     unless ``config`` asks for one; the webhook role gets a fresh CA and server certificate, a free
-    port and a client. ``registry`` replaces the advisor's handlers, e.g. by a no-op baseline with the
-    same settings. The block starts once kopf watches everything and the webhook port accepts.
+    port and a client; ``progress=True`` serves the controller's progress endpoint the same way.
+    ``registry`` replaces the advisor's handlers, e.g. by a no-op baseline with the same settings.
+    The block starts once kopf watches everything and the HTTPS ports accept.
     ``liveness_port=free_port()`` serves the operator's /healthz on 0.0.0.0 (as in production).
     ``peering="name"`` elects a leader among controllers (the peering object must exist); a ``standby``
     one, expected to wait for a live leader, starts once it watches the peering only.
@@ -94,11 +107,16 @@ def running_advisor(
         for obj in objects:
             api.create(obj)
         values: dict[str, Any] = {"liveness_port": 0, "metrics_port": 0}
-        ca = None
+        ca: str | None = None
+        if role == "webhook" or progress:
+            folder = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="advisor-tls-")))
+            ca_file, cert, key = make_certificates(folder)
+            ca = str(ca_file)
+            values.update(tls_cert_file=str(cert), tls_key_file=str(key))
         if role == "webhook":
-            folder = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webhook-tls-")))
-            ca, cert, key = make_certificates(folder)
-            values.update(webhook_port=free_port(), tls_cert_file=str(cert), tls_key_file=str(key))
+            values.update(webhook_port=free_port())
+        if progress:
+            values.update(progress_port=free_port())
         operator_config = OperatorConfig(**{**values, **config, "role": role, "kube_api": api.url})
         arguments = run.operator_arguments(operator_config)
         stack.enter_context(run_operator(
@@ -107,8 +125,12 @@ def running_advisor(
             memo=arguments["memo"], timeout=timeout, liveness_endpoint=arguments["liveness_endpoint"],
             peering_name=arguments["peering_name"], priority=arguments["priority"], standby=standby,
         ))  # fmt: skip
-        webhook = None
-        if ca is not None:
+        webhook: Webhook | None = None
+        progress_endpoint: Endpoint | None = None
+        if ca is not None and role == "webhook":
             api.wait_until(lambda: _accepting(operator_config.webhook_port), timeout)
-            webhook = Webhook(operator_config.webhook_port, str(ca))
-        yield RunningAdvisor(api, operator_config, arguments["memo"], webhook)
+            webhook = Webhook(operator_config.webhook_port, ca)
+        if ca is not None and progress:
+            api.wait_until(lambda: _accepting(operator_config.progress_port), timeout)
+            progress_endpoint = Endpoint(f"https://127.0.0.1:{operator_config.progress_port}{reports.PATH}", ca)
+        yield RunningAdvisor(api, operator_config, arguments["memo"], ca, webhook, progress_endpoint)

@@ -82,6 +82,14 @@ def small_profile_runs() -> list[Observation]:
     ]
 
 
+def fitted_store(runs: list[Observation]) -> profiles.ProfileStore:
+    """A store of ``runs`` alone (no shipped profile), fitted as default/``WORKLOAD``: what ``advise`` is given by
+    the tests that run no operator."""
+    store = profiles.ProfileStore(shipped=False)
+    store.put("default", WORKLOAD, WORKLOAD, runs, []).fit()
+    return store
+
+
 def profile_manifest(runs: list[Observation] | None = None, workload: str = WORKLOAD) -> dict[str, Any]:
     """A RuntimeProfile in namespace default, of ``runs`` (default: ``small_profile_runs``)."""
     manifest: dict[str, Any] = profiles.runtime_profile_manifest(

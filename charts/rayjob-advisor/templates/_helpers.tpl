@@ -39,6 +39,21 @@ securityContext:
   capabilities: {drop: [ALL]}
 {{- end -}}
 
+{{/* The webhook's serving certificate, which the controller's progress endpoint serves too: its Secret, mounted
+     at /tls in both Deployments, and the progress endpoint's Service, whose names the certificate holds. */}}
+{{- define "rayjob-advisor.tlsSecret" -}}
+{{ include "rayjob-advisor.fullname" . }}-webhook-tls
+{{- end -}}
+{{- define "rayjob-advisor.tlsVolume" -}}
+- {name: tls, secret: {secretName: {{ include "rayjob-advisor.tlsSecret" . }}}}
+{{- end -}}
+{{- define "rayjob-advisor.tlsMount" -}}
+- {name: tls, mountPath: /tls, readOnly: true}
+{{- end -}}
+{{- define "rayjob-advisor.progressService" -}}
+{{ include "rayjob-advisor.fullname" . }}-progress
+{{- end -}}
+
 {{- define "rayjob-advisor.env" -}}
 - {name: RAYJOB_ADVISOR_LOG_FORMAT, value: {{ .Values.logFormat | quote }}}
 - {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
@@ -61,7 +76,7 @@ securityContext:
 {{- /* Where progress reports go and the CA that verifies it: what the progress hook gives jobs. */}}
 {{- if .Values.progress.enabled }}
 - name: RAYJOB_ADVISOR_PROGRESS_URL
-  value: {{ printf "https://%s-progress.%s.svc/progress" (include "rayjob-advisor.fullname" .) .Release.Namespace | quote }}
+  value: {{ printf "https://%s.%s.svc/progress" (include "rayjob-advisor.progressService" .) .Release.Namespace | quote }}
 - {name: RAYJOB_ADVISOR_TLS_CA_FILE, value: /tls/ca.crt}
 {{- end }}
 {{- with .Values.defaultWorkload }}
