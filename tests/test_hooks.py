@@ -19,7 +19,7 @@ from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.profiles import profile_manifest
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
-from tests.test_advise import NOW, applied, deadline_job, notes_of
+from test_advise import NOW, applied, deadline_job, notes_of
 
 BOTH = Policy(hooks=frozenset({"kueue", "karpenter"}))
 URL = "https://advisor-rayjob-advisor-progress.ops.svc/progress"
