@@ -23,7 +23,7 @@ import kubernetes
 import pydantic
 import urllib3
 
-from rayjob_advisor import cli, contract, features, kubeapi, planner, prediction, profiles
+from rayjob_advisor import application, cli, contract, features, kubeapi, planner, prediction, profiles
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.rayjob import RayJob
 
@@ -327,26 +327,15 @@ def _fitted_profile(
     """
     named = (_read_json(rayjob.annotations.get(contract.PREDICTION)) or {}).get("profile")
     where, _, named_workload = str(named or "").rpartition("/")
-    workload = workload or named_workload or None
-    if workload is None:
-        raise profiles.UnknownWorkload(
-            f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
-        )
+    workload = profiles.require_workload(workload or named_workload or None)
     shared = (where,) if where and where not in ("shipped", rayjob.namespace) else ()
     store = profiles.ProfileStore(shared_namespaces=shared)
     for item in kubeapi.list_profiles(cluster.api, (rayjob.namespace, *shared)):
         if (item.get("spec") or {}).get("workload") == workload:
             runs = profiles.runs_from_k8s(item.get("spec"), item.get("status"))
             store.put(item["metadata"]["namespace"], item["metadata"]["name"], *runs)
-    profile = store.find(rayjob.namespace, workload)
-    profile.fit()
-    used = profile.choose(accelerator).used
-    model, error = profile.model_for(used)
-    if model is None and error is None:  # another accelerator's model: fitted on demand, as the refitter does
-        profile.fit_accelerators()
-        model, error = profile.model_for(used)
-    if model is None:
-        raise PluginError(f"profile {profile.label}: {error}")
+    store.find(rayjob.namespace, workload).fit_now(accelerator)
+    profile, model, _ = application.fitted_profile(store, rayjob.namespace, workload, accelerator)
     return profile, model
 
 
