@@ -214,7 +214,6 @@ def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
     except pydantic.ValidationError:
         return [("Prediction", f"unreadable {contract.PREDICTION} annotation: {raw}")]
     used = ", ".join(f"{key}={value}" for key, value in result.features.items() if value is not None)
-    assumed = result.assumptions
     at = contract.format_timestamp(result.time)
     return [
         (
@@ -224,10 +223,7 @@ def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
         ),
         ("  Model", f"{result.model}, fitted on RuntimeProfile {result.profile}; predicted at {at}"),
         ("  Features", used),
-        (
-            "  Assumptions",
-            f"{assumed} (from the profile: not in the job, or never varied in the profile)" if assumed else "<none>",
-        ),
+        ("  Assumptions", cli.assumptions_summary(result) if result.assumed else "<none>"),
     ]
 
 
