@@ -28,7 +28,6 @@ from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.rayjob import RayJob
 
 RAYJOBS = ("ray.io", "v1", "rayjobs")
-# Written by the controller once a job has started: its median and upper-bound ends (RFC 3339).
 PROG = "kubectl rayjob-advisor"
 EXAMPLES = """examples:
   # The advisor's prediction, recommendation, ETA and errors of a RayJob, in words
