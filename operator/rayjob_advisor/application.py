@@ -126,7 +126,7 @@ def _advise(
     try:
         job = features_from_rayjob(body, inputs)
         prediction.require_predictable(job)
-        profile, model, choice = _fitted_profile(store, rayjob.namespace, inputs.workload, job.accelerator)
+        profile, model, choice = fitted_profile(store, rayjob.namespace, inputs.workload, job.accelerator)
     except (UnpredictableJob, contract.AnnotationError, profiles.UnknownWorkload) as exc:
         return _bad_input(rayjob, str(exc), release, workload=inputs.workload)
     result, plan = prediction.forecast(
@@ -226,16 +226,12 @@ def _bad_input(rayjob: RayJob, message: str, release: MergePatch, workload: str 
     return Advice(patch=patch, messages=(note,), workload=workload, error=message)
 
 
-def _fitted_profile(
+def fitted_profile(
     store: profiles.ProfileStore, namespace: str, workload: str | None, accelerator: str | None
 ) -> tuple[profiles.Profile, RuntimeModel, AcceleratorChoice]:
     """The job's profile and the model of its accelerator's runs (or the stand-in's, ``choice``); a failed fit is
     the user's problem to see, a running one (or one of an accelerator no job asked for before) is not."""
-    if workload is None:
-        raise profiles.UnknownWorkload(
-            f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
-        )
-    profile = store.find(namespace, workload)
+    profile = store.find(namespace, profiles.require_workload(workload))
     choice = profile.choose(accelerator)
     model, error = profile.model_for(choice.used)
     if model is None:

@@ -511,9 +511,7 @@ def _prediction_table(
     ]
     lines += [_batch_line(result.features), _placement_line(result.features)]
     if result.assumed:
-        lines.append(
-            f"assumed: {result.assumptions} (from the profile: not in the job, or never varied in the profile)"
-        )
+        lines.append(f"assumed: {assumptions_summary(result)}")
     if job.resize_blocker:
         lines.append(f"not resizable: {job.resize_blocker}")
     if recommendation is not None:
@@ -527,6 +525,11 @@ def _prediction_table(
 def model_summary(model: RuntimeModel) -> str:
     """``540 runs; model sync-sgd, cross-validated MAPE 5.0%`` (``predict`` and the kubectl plugin say it)."""
     return f"{model.n_samples_} runs; model {model.selected_}, cross-validated MAPE {_percent(model.cv_mape_)}"
+
+
+def assumptions_summary(result: prediction.Prediction) -> str:
+    """What the model assumed, and whence (``predict`` and the kubectl plugin's ``describe`` say it)."""
+    return f"{result.assumptions} (from the profile: not in the job, or never varied in the profile)"
 
 
 def runtime_summary(result: prediction.Prediction, startup: float) -> str:

@@ -400,7 +400,7 @@ def runtime_env(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def pod_containers(spec: Mapping[str, Any], place: Place) -> list[dict[str, Any]]:
     """The containers of a pod template in ``ENV_PLACES`` (the first is Ray's); empty when it has none."""
-    return list(_path(spec, *ENV_PLACES[place]) or [])
+    return list(nested(spec, *ENV_PLACES[place]) or [])
 
 
 def _env_settings(spec: Mapping[str, Any], env_vars: Mapping[str, Any], names: tuple[str, ...]) -> list[_Setting]:
@@ -548,14 +548,14 @@ def pod_accelerator(template: Any) -> str | None:
     holds that label ``In`` values of one accelerator (``NVIDIA-A100-SXM4-40GB``
     and ``-80GB`` are both ``a100``).
     """
-    spec = template.get("spec") if isinstance(template, Mapping) else None
+    spec = nested(template, "spec")
     if not isinstance(spec, Mapping):
         return None
     selector = spec.get("nodeSelector")
     for label in ACCELERATOR_LABELS:
         if isinstance(selector, Mapping) and isinstance(selector.get(label), str) and selector[label].strip():
             return contract.canonical_accelerator(selector[label])
-    terms = _path(
+    terms = nested(
         spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"
     )
     named = [_term_accelerators(term) for term in terms] if isinstance(terms, list) and terms else [set()]
@@ -565,7 +565,7 @@ def pod_accelerator(template: Any) -> str | None:
 
 def _term_accelerators(term: Any) -> set[str]:
     """The accelerators one node selector term allows, by the first accelerator label it holds ``In``."""
-    expressions = _path(term, "matchExpressions")
+    expressions = nested(term, "matchExpressions")
     held = {
         expression.get("key"): expression["values"]
         for expression in (expressions if isinstance(expressions, list) else [])
@@ -577,8 +577,9 @@ def _term_accelerators(term: Any) -> set[str]:
     return {contract.canonical_accelerator(value) for value in values if isinstance(value, str) and value.strip()}
 
 
-def _path(value: Any, *keys: str) -> Any:
-    """The value at ``keys`` in nested mappings; None where one is missing or not a mapping (user YAML)."""
+def nested(value: Any, *keys: str) -> Any:
+    """The value at ``keys`` in nested mappings; None where one is missing or not a mapping (user YAML, or a
+    manifest at admission, before the schema has checked it)."""
     for key in keys:
         value = value.get(key) if isinstance(value, Mapping) else None
     return value

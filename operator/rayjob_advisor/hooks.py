@@ -35,6 +35,7 @@ from typing import Any
 import pydantic
 
 from rayjob_advisor import contract
+from rayjob_advisor.features import nested
 from rayjob_advisor.rayjob import MergePatch, merge
 
 HOOKS = ("kueue", "karpenter", "progress")
@@ -82,9 +83,8 @@ def patch(
     cluster = (rayjob.get("spec") or {}).get("rayClusterSpec")
     if "karpenter" in hooks and isinstance(cluster, Mapping):
         duration = contract.format_duration(seconds)
-        head = cluster.get("headGroupSpec")
         spec: dict[str, Any] = {}
-        if isinstance(head, Mapping) and _unset(head):
+        if _unset(cluster.get("headGroupSpec")):
             spec["headGroupSpec"] = {
                 "template": {"metadata": {"annotations": {contract.KARPENTER_DO_NOT_DISRUPT: duration}}}
             }
@@ -99,19 +99,17 @@ def patch(
         if spec:
             result["spec"] = {"rayClusterSpec": spec}
     if "progress" in hooks and progress is not None and isinstance(cluster, Mapping):
-        pod = _reporting_pod(rayjob, cluster.get("headGroupSpec"), progress)
+        pod = _reporting_pod(rayjob, nested(cluster, "headGroupSpec", "template", "spec"), progress)
         if pod:
             merge(result, {"spec": {"rayClusterSpec": {"headGroupSpec": {"template": {"spec": pod}}}}})
     return result
 
 
-def _reporting_pod(rayjob: Mapping[str, Any], head: object, progress: Progress) -> dict[str, Any]:
+def _reporting_pod(rayjob: Mapping[str, Any], pod: object, progress: Progress) -> dict[str, Any]:
     """The head pod's volumes and containers with what the progress reporter needs and lacks (empty: nothing).
 
     A pod the schema would reject (admission comes before validation) is left alone.
     """
-    template = head.get("template") if isinstance(head, Mapping) else None
-    pod = template.get("spec") if isinstance(template, Mapping) else None
     if not isinstance(pod, Mapping):
         return {}
     containers = pod.get("containers")
@@ -174,9 +172,8 @@ def _settings(rayjob: Mapping[str, Any], progress: Progress) -> list[tuple[set[s
 
 def _unset(group: object) -> bool:
     """Whether a group has a pod template without a do-not-disrupt of its own (admission sees any spec)."""
-    template = group.get("template") if isinstance(group, Mapping) else None
+    template = nested(group, "template")
     if not isinstance(template, Mapping):
         return False
-    metadata = template.get("metadata") or {}
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    annotations = nested(template, "metadata", "annotations")
     return not isinstance(annotations, Mapping) or contract.KARPENTER_DO_NOT_DISRUPT not in annotations

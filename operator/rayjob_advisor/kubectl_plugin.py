@@ -23,12 +23,11 @@ import kubernetes
 import pydantic
 import urllib3
 
-from rayjob_advisor import cli, contract, features, kubeapi, planner, prediction, profiles
+from rayjob_advisor import application, cli, contract, features, kubeapi, planner, prediction, profiles
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.rayjob import RayJob
 
 RAYJOBS = ("ray.io", "v1", "rayjobs")
-# Written by the controller once a job has started: its median and upper-bound ends (RFC 3339).
 PROG = "kubectl rayjob-advisor"
 EXAMPLES = """examples:
   # The advisor's prediction, recommendation, ETA and errors of a RayJob, in words
@@ -214,7 +213,6 @@ def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
     except pydantic.ValidationError:
         return [("Prediction", f"unreadable {contract.PREDICTION} annotation: {raw}")]
     used = ", ".join(f"{key}={value}" for key, value in result.features.items() if value is not None)
-    assumed = result.assumptions
     at = contract.format_timestamp(result.time)
     return [
         (
@@ -224,10 +222,7 @@ def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
         ),
         ("  Model", f"{result.model}, fitted on RuntimeProfile {result.profile}; predicted at {at}"),
         ("  Features", used),
-        (
-            "  Assumptions",
-            f"{assumed} (from the profile: not in the job, or never varied in the profile)" if assumed else "<none>",
-        ),
+        ("  Assumptions", cli.assumptions_summary(result) if result.assumed else "<none>"),
     ]
 
 
@@ -327,26 +322,15 @@ def _fitted_profile(
     """
     named = (_read_json(rayjob.annotations.get(contract.PREDICTION)) or {}).get("profile")
     where, _, named_workload = str(named or "").rpartition("/")
-    workload = workload or named_workload or None
-    if workload is None:
-        raise profiles.UnknownWorkload(
-            f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
-        )
+    workload = profiles.require_workload(workload or named_workload or None)
     shared = (where,) if where and where not in ("shipped", rayjob.namespace) else ()
     store = profiles.ProfileStore(shared_namespaces=shared)
     for item in kubeapi.list_profiles(cluster.api, (rayjob.namespace, *shared)):
         if (item.get("spec") or {}).get("workload") == workload:
             runs = profiles.runs_from_k8s(item.get("spec"), item.get("status"))
             store.put(item["metadata"]["namespace"], item["metadata"]["name"], *runs)
-    profile = store.find(rayjob.namespace, workload)
-    profile.fit()
-    used = profile.choose(accelerator).used
-    model, error = profile.model_for(used)
-    if model is None and error is None:  # another accelerator's model: fitted on demand, as the refitter does
-        profile.fit_accelerators()
-        model, error = profile.model_for(used)
-    if model is None:
-        raise PluginError(f"profile {profile.label}: {error}")
+    store.find(rayjob.namespace, workload).fit_now(accelerator)
+    profile, model, _ = application.fitted_profile(store, rayjob.namespace, workload, accelerator)
     return profile, model
 
 

@@ -182,6 +182,7 @@ def compare_accelerators(
     require_predictable(job)
     measured = measured_accelerators(observations)
     deadline = RayJob(rayjob).deadline(inputs, now)
+    left = (deadline - now).total_seconds() if deadline else None  # the same for every accelerator
     models = dict(fitted or {})
     rows: list[AcceleratorOption] = []
     missing: dict[str, str] = {}
@@ -193,7 +194,6 @@ def compare_accelerators(
         if choice.used not in models:
             models[choice.used] = transfer.model_on(observations, choice.used)
         model, variant = models[choice.used], job.model_copy(update={"accelerator": name})
-        left = (deadline - now).total_seconds() if deadline else None
         for option in what_if(variant, model, inputs.confidence, prices):
             meets = None if left is None else option.in_time(left)
             rows.append(AcceleratorOption(**option.model_dump(), accelerator=name, meets_deadline=meets))

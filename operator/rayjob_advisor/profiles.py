@@ -38,6 +38,15 @@ class UnknownWorkload(LookupError):
     """No observations exist for the workload a RayJob names."""
 
 
+def require_workload(workload: str | None) -> str:
+    """The workload a RayJob names, which chooses its RuntimeProfile; raises when it names none."""
+    if workload is None:
+        raise UnknownWorkload(
+            f"no workload: set the {contract.WORKLOAD} annotation or label to choose a RuntimeProfile"
+        )
+    return workload
+
+
 def shipped_data(workload: str | None) -> pathlib.Path:
     """The embedded default profile: ``data/<workload>.csv``, or the only one when none is named."""
     shipped = {path.stem: path for path in sorted(SHIPPED_DATA.glob("*.csv"))}
@@ -277,6 +286,13 @@ class Profile:
                 except Exception as exc:  # as in ``fit``: this accelerator's problem only; the previous model stays
                     logger.warning("the fit of profile %s on %s failed", self.label, accelerator, exc_info=True)
                     fit.error = f"the fit of {len(runs)} runs on {accelerator} failed: {type(exc).__name__}: {exc}"
+
+    def fit_now(self, accelerator: str | None) -> None:
+        """Fit the model a job on ``accelerator`` is predicted from on the caller's thread: for a one-off tool (the
+        kubectl plugin) that has no refitter to wait for."""
+        self.fit()
+        self.model_for(self.choose(accelerator).used)  # asks for another accelerator's model, fitted next
+        self.fit_accelerators()
 
     def model_status(self) -> dict[str, object]:
         """What ``status.model`` of the RuntimeProfile shows (``error``: why the last fit failed, else null)."""
