@@ -339,10 +339,7 @@ def _run(args: argparse.Namespace) -> None:
     try:
         config = load_config(flags)
     except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors(include_url=False)
-        )
-        raise CliError(f"bad settings: {problems}") from None
+        raise CliError(f"bad settings: {contract.validation_problems(exc, 'settings')}") from None
     log_format = kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL
     try:
         kubeapi.client(config.kube_api)  # before kopf, which would retry a missing kubeconfig forever
@@ -472,8 +469,7 @@ def _prices() -> planner.Prices:
     try:
         return load_prices()
     except pydantic.ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
-        raise CliError(f"bad prices: {problems}") from None
+        raise CliError(f"bad prices: {contract.validation_problems(exc, '')}") from None
 
 
 def _accelerator_table(
