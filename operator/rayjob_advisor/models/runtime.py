@@ -157,20 +157,25 @@ class RuntimeModel:
         X = self._matrix(runs)
         return self._predictor(X).point.trend(X)
 
+    def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
+        """The median of each run and the residual pools that bound it: what the bound and the chances of
+        ``predict_upper``, ``probability_within`` and ``estimate`` are all read from (``Predictor.pools``)."""
+        X = self._matrix(runs)
+        return self._predictor(X).pools(X)
+
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
-        return self.estimate(runs, confidence).upper
+        return calibration.upper_bounds(*self._pools(runs), confidence)
 
     def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
         """Per run, the estimated probability that it runs for at most ``seconds`` (same residuals as the bound)."""
-        X = self._matrix(runs)
-        return self._predictor(X).probability_within(X, np.asarray(seconds, dtype=float))
+        return calibration.probabilities_within(*self._pools(runs), np.asarray(seconds, dtype=float))
 
     def estimate(self, runs: Sequence[Runlike], confidence: float, seconds: Sequence[float] | None = None) -> Estimates:
         """``predict``, ``predict_upper`` and, where ``seconds`` are given, ``probability_within`` of the runs at
         once: what the planner asks of every size, from one pass of the model (an admission waits for it)."""
-        X = self._matrix(runs)
-        return self._predictor(X).estimate(X, confidence, None if seconds is None else np.asarray(seconds, float))
+        asked = None if seconds is None else np.asarray(seconds, dtype=float)
+        return Estimates.of(*self._pools(runs), confidence, asked)
 
     def startup(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Expected start-up seconds of each run, from the profile's runs of as many workers (``startup``)."""

@@ -28,10 +28,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from rayjob_advisor.models import calibration, design, splits
+from rayjob_advisor.models import design, splits
 from rayjob_advisor.models.design import Runlike
 from rayjob_advisor.models.evaluation import NotEnoughData
-from rayjob_advisor.models.predictor import Estimates
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, measured_accelerators, runs_on
 
@@ -144,15 +143,6 @@ class TransferredModel(RuntimeModel):
             return widened[id(pool)]
 
         return predicted * self._scale(X), [tuple(widen(pool) for pool in run) for run in pools]
-
-    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
-        return calibration.probabilities_within(*self._pools(runs), np.asarray(seconds, dtype=float))
-
-    def estimate(self, runs: Sequence[Runlike], confidence: float, seconds: Sequence[float] | None = None) -> Estimates:
-        predicted, pools = self._pools(runs)
-        upper = calibration.upper_bounds(predicted, pools, confidence)
-        chances = None if seconds is None else calibration.probabilities_within(predicted, pools, np.asarray(seconds))
-        return Estimates(predicted, upper, chances)
 
 
 def candidate_models(
