@@ -141,27 +141,34 @@ class RuntimeModel:
             return self.fallback_
         return self.predictor_
 
+    def _scale(self, X: np.ndarray) -> np.ndarray | float:
+        """What the predictor's seconds of these rows are multiplied by: 1 for a model of its own runs, the speed
+        factor for one transferred from another accelerator's (``transfer``)."""
+        return 1.0
+
     def floor(self, runs: Sequence[Runlike]) -> np.ndarray:
         """The least runtime physically possible for each run (``predictor``)."""
-        return self.predictor_.point.floor(self._matrix(runs))
+        X = self._matrix(runs)
+        return np.asarray(self.predictor_.point.floor(X) * self._scale(X), dtype=float)
 
     def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Median execution seconds of each run: finite and never below ``floor``."""
         X = self._matrix(runs)
-        return self._predictor(X).predict(X)
+        return np.asarray(self._predictor(X).predict(X) * self._scale(X), dtype=float)
 
     def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Execution seconds of each run by the model's curve alone, anchored on no measured run
         (``predictor.Point.trend``): a model fitted on runs it is then asked about predicts them without their noise.
         """
         X = self._matrix(runs)
-        return self._predictor(X).point.trend(X)
+        return np.asarray(self._predictor(X).point.trend(X) * self._scale(X), dtype=float)
 
     def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The median of each run and the residual pools that bound it: what the bound and the chances of
         ``predict_upper``, ``probability_within`` and ``estimate`` are all read from (``Predictor.pools``)."""
         X = self._matrix(runs)
-        return self._predictor(X).pools(X)
+        predicted, pools = self._predictor(X).pools(X)
+        return np.asarray(predicted * self._scale(X), dtype=float), pools
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""

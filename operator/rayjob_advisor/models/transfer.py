@@ -122,19 +122,9 @@ class TransferredModel(RuntimeModel):
     def _scale(self, X: np.ndarray) -> np.ndarray:
         return self.factor_(X[:, design.WORKERS])
 
-    def floor(self, runs: Sequence[Runlike]) -> np.ndarray:
-        return np.asarray(super().floor(runs) * self._scale(self._matrix(runs)), dtype=float)
-
-    def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
-        return np.asarray(super().predict(runs) * self._scale(self._matrix(runs)), dtype=float)
-
-    def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
-        return np.asarray(super().trend(runs) * self._scale(self._matrix(runs)), dtype=float)
-
     def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The transferred medians and the source's pools of each run, each widened by the deviations."""
-        X = self._matrix(runs)
-        predicted, pools = self._predictor(X).pools(X)
+        predicted, pools = super()._pools(runs)
         widened: dict[int, np.ndarray] = {}  # the source shares one array among the runs of a band
 
         def widen(pool: np.ndarray) -> np.ndarray:
@@ -142,7 +132,7 @@ class TransferredModel(RuntimeModel):
                 widened[id(pool)] = np.sort(np.outer(1.0 + pool, self.deviations_).ravel() - 1.0)
             return widened[id(pool)]
 
-        return predicted * self._scale(X), [tuple(widen(pool) for pool in run) for run in pools]
+        return predicted, [tuple(widen(pool) for pool in run) for run in pools]
 
 
 def candidate_models(
