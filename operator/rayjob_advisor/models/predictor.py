@@ -80,7 +80,7 @@ class Point:
             unanchored=unanchored,
             anchored=anchored,
             nodes=X[:, design.NODES],
-            local_batch=X[:, design.BATCH] / X[:, design.WORKERS],
+            local_batch=design.local_batch(X),
             distance=self.distance(X),
             collapsed=self.collapsed(X),
         )
@@ -115,7 +115,7 @@ class Predictor:
     def pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The median of each run and the residual pools that bound it (``calibration``)."""
         predicted, _, anchored = self.point.predict(X)
-        local_batch = X[:, design.BATCH] / X[:, design.WORKERS]
+        local_batch = design.local_batch(X)
         return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored, local_batch)
 
     def predict(self, X: np.ndarray) -> np.ndarray:

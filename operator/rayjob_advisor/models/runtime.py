@@ -91,7 +91,7 @@ class RuntimeModel:
         self.n_samples_ = len(observations)
         self.startup_curve_ = StartupCurve.from_runs(observations)
         self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
-        self.batch_per_worker_ = max(1, round(float(np.median(runs.X[:, design.BATCH] / runs.X[:, design.WORKERS]))))
+        self.batch_per_worker_ = max(1, round(float(np.median(design.local_batch(runs.X)))))
         return self
 
     @staticmethod
