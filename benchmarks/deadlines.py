@@ -104,13 +104,36 @@ REGIMES = {  # where deadlines are drawn, relative to the true runtimes of a job
 }
 
 
+Tally = dict[str, dict[str, float]]  # policy -> hits, jobs, resource-seconds
+
+
+def new_tally() -> Tally:
+    return collections.defaultdict(lambda: {"hits": 0.0, "jobs": 0.0, "cost": 0.0})
+
+
+def oracle(sizes: Sequence[int], totals: dict[int, float], left: float) -> int:
+    """The size of fewest resource-seconds that truly fits the deadline, else the fastest."""
+    fitting = [n for n in sizes if totals[n] <= left]
+    return min(fitting, key=lambda n: n * totals[n]) if fitting else min(sizes, key=totals.__getitem__)
+
+
+def record(
+    tally: Tally, chosen_by: Sequence[tuple[str, int]], totals: dict[int, float], left: float, per_size: float = 1.0
+) -> None:
+    """Each policy's job: a hit when its size truly fits, and its cost, size x ``per_size`` x true seconds."""
+    for name, chosen in chosen_by:
+        tally[name]["jobs"] += 1
+        tally[name]["hits"] += totals[chosen] <= left
+        tally[name]["cost"] += chosen * per_size * totals[chosen]
+
+
 def replay(deadlines_per_size: int, regime: str) -> None:
     runs, _ = read_observations(profiles.shipped_data(WORKLOAD))
     repeat_of = lambda o: int(o.source.rsplit(":r", 1)[1])  # noqa: E731
     workers = sorted({o.workers for o in runs})
     cpus = runs[0].cpus_per_worker
     rng = np.random.default_rng(0)
-    results = collections.defaultdict(lambda: {"hits": 0, "jobs": 0, "cost": 0.0})
+    results = new_tally()
     for held_out in sorted({repeat_of(o) for o in runs}):
         model = RuntimeModel().fit([o for o in runs if repeat_of(o) != held_out])
         truth = {
@@ -125,14 +148,16 @@ def replay(deadlines_per_size: int, regime: str) -> None:
                 submitted = int(rng.choice(workers))
                 job = job_features(size, submitted, max(workers), cpus)
                 plan = planner.recommend(job, model, NOW + dt.timedelta(seconds=left), NOW, 0.9, planner.Prices())
-                fitting = [w for w in workers if totals[w] <= left]
-                oracle = min(fitting, key=lambda w: w * totals[w]) if fitting else min(workers, key=totals.get)
-                for policy, chosen in (("planner", plan.replicas), ("oracle", oracle), ("as submitted", submitted)):
-                    results[policy]["jobs"] += 1
-                    results[policy]["hits"] += totals[chosen] <= left
-                    results[policy]["cost"] += chosen * cpus * totals[chosen]
+                chosen_by = (
+                    ("planner", plan.replicas),
+                    ("oracle", oracle(workers, totals, left)),
+                    ("as submitted", submitted),
+                )
+                record(results, chosen_by, totals, left, cpus)
     oracle_cost = results["oracle"]["cost"]
-    print(f"\n{regime} deadlines: {results['planner']['jobs']} jobs over the shipped profile ({len(runs)} real runs)")
+    print(
+        f"\n{regime} deadlines: {int(results['planner']['jobs'])} jobs over the shipped profile ({len(runs)} real runs)"
+    )
     print(f"{'policy':<14} {'deadline hits':>13} {'worker-seconds':>15} {'vs oracle':>10}")
     for policy, r in results.items():
         print(f"{policy:<14} {r['hits'] / r['jobs']:>13.1%} {r['cost']:>15.1f} {r['cost'] / oracle_cost - 1:>+10.1%}")
@@ -244,13 +269,6 @@ def gpu_job(workload: str, samples: int, batch: int, gpus: int, high: int, polic
     return job
 
 
-Tally = dict[str, dict[str, float]]  # policy -> hits, jobs, GPU-seconds
-
-
-def new_tally() -> Tally:
-    return collections.defaultdict(lambda: {"hits": 0.0, "jobs": 0.0, "cost": 0.0})
-
-
 def gpu_replay(
     profile: PolluxProfile, policy: str, batch: int, jobs: int, holdout: str, everything: RuntimeModel
 ) -> dict[str, Tally]:
@@ -271,20 +289,14 @@ def gpu_replay(
             submitted = int(rng.choice(gpus))
             job = gpu_job(profile.workload, samples, batch, submitted, gpus[-1], policy)
             plan = planner.recommend(job, model, NOW + dt.timedelta(seconds=left), NOW, 0.9, planner.Prices())
-            fitting = [n for n in gpus if totals[n] <= left]
-            oracle = min(fitting, key=lambda n: n * totals[n]) if fitting else min(gpus, key=totals.__getitem__)
             trend = everything.trend([job.with_replicas(n) for n in gpus])
-            ceiling = gpus[int(np.argmin(trend))]
             chosen_by = (
                 ("planner", plan.replicas),
-                ("oracle", oracle),
+                ("oracle", oracle(gpus, totals, left)),
                 ("as submitted", submitted),
-                ("ceiling", ceiling),
+                ("ceiling", gpus[int(np.argmin(trend))]),
             )
-            for name, chosen in chosen_by:
-                tally[name]["jobs"] += 1
-                tally[name]["hits"] += totals[chosen] <= left
-                tally[name]["cost"] += chosen * totals[chosen]
+            record(tally, chosen_by, totals, left)
     return results
 
 

@@ -30,7 +30,7 @@ def configuration_keys(X: np.ndarray, batch: bool = True) -> np.ndarray:
     is False (its layout)."""
     columns = [X[:, design.EPOCHS], X[:, design.WORKERS], X[:, design.CPUS], X[:, design.GPUS], X[:, design.NODES]]
     if batch:
-        columns.append(X[:, design.BATCH] / X[:, design.WORKERS])
+        columns.append(design.local_batch(X))
     return np.round(np.column_stack(columns), 6)
 
 

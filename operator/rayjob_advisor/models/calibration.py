@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -186,17 +186,14 @@ class HeldOut:
 
 
 def _pools_of_splits(
-    held: Mapping[str, HeldOut],
-    chosen: Callable[[HeldOut], np.ndarray],
-    residual: Callable[[HeldOut], np.ndarray],
-    threshold: float,
+    split: np.ndarray, chosen: np.ndarray, residuals: np.ndarray, nodes: np.ndarray, small: np.ndarray
 ) -> tuple[Banded, ...]:
-    """Banded residuals of the ``chosen`` runs, one per split that has at least ``MIN_BAND`` of them."""
+    """Banded residuals of the ``chosen`` runs, one per split (``split``: each run's) that has ``MIN_BAND`` of them."""
     pools = []
-    for part in held.values():
-        mask = chosen(part)
+    for part in np.unique(split):
+        mask = chosen & (split == part)
         if np.sum(mask) >= MIN_BAND:
-            pools.append(Banded.of(residual(part)[mask], part.nodes[mask], part.local_batch[mask] <= threshold))
+            pools.append(Banded.of(residuals[mask], nodes[mask], small[mask]))
     return tuple(pools)
 
 
@@ -217,26 +214,18 @@ class Calibration:
     def from_held_out(cls, held: Mapping[str, HeldOut]) -> Calibration:
         """From the held-out runs of each split (module docstring)."""
         every = HeldOut.concatenate(list(held.values()))
+        split = np.repeat(np.arange(len(held)), [len(part.actual) for part in held.values()])
         distinct = np.unique(every.local_batch)
         threshold = float(distinct[(len(distinct) - 1) // 2])
         inside, beyond = every.distance <= 0, every.distance > 0
         small = every.local_batch <= threshold
         measured = inside & every.anchored
-        free_scale = BatchScale.of((every.actual / every.unanchored - 1.0)[inside], every.nodes[inside], small[inside])
-        anchored_scale = BatchScale.of(
-            (every.actual / every.predicted - 1.0)[measured], every.nodes[measured], small[measured]
-        )
-
-        def free_residuals(h: HeldOut) -> np.ndarray:
-            return np.asarray((h.actual / h.unanchored - 1.0) / free_scale.of_runs(h.nodes, h.local_batch <= threshold))
-
-        def anchored_residuals(h: HeldOut) -> np.ndarray:
-            return np.asarray(
-                (h.actual / h.predicted - 1.0) / anchored_scale.of_runs(h.nodes, h.local_batch <= threshold)
-            )
-
-        normalised = free_residuals(every)
-        free = _pools_of_splits(held, lambda h: h.distance <= 0, free_residuals, threshold)
+        raw_free = every.actual / every.unanchored - 1.0
+        raw_anchored = every.actual / every.predicted - 1.0
+        free_scale = BatchScale.of(raw_free[inside], every.nodes[inside], small[inside])
+        anchored_scale = BatchScale.of(raw_anchored[measured], every.nodes[measured], small[measured])
+        normalised = raw_free / free_scale.of_runs(every.nodes, small)
+        free = _pools_of_splits(split, inside, normalised, every.nodes, small)
         return cls(
             free=free
             or (
@@ -244,7 +233,9 @@ class Calibration:
                 if np.any(inside)
                 else Banded({}, {}, np.zeros(1)),
             ),
-            anchored=_pools_of_splits(held, lambda h: h.anchored & (h.distance <= 0), anchored_residuals, threshold),
+            anchored=_pools_of_splits(
+                split, measured, raw_anchored / anchored_scale.of_runs(every.nodes, small), every.nodes, small
+            ),
             inside=np.sort(normalised[inside]) if np.any(inside) else np.zeros(1),
             extrapolated=np.sort(normalised[beyond]),
             mean_distance=float(np.mean(every.distance[beyond])) if np.any(beyond) else 0.0,

@@ -94,3 +94,8 @@ def nearest_measured(nodes: np.ndarray, measured: np.ndarray) -> np.ndarray:
 def resources(X: np.ndarray) -> np.ndarray:
     """What the work of each run is split over: its GPUs, or its workers when they have none."""
     return np.asarray(X[:, WORKERS] * np.maximum(X[:, GPUS], 1.0), dtype=float)
+
+
+def local_batch(X: np.ndarray) -> np.ndarray:
+    """The per-worker batch of each run: what its synchronisation cost and its configuration depend on."""
+    return np.asarray(X[:, BATCH] / X[:, WORKERS], dtype=float)

@@ -18,7 +18,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 from sklearn.svm import SVR
 
-from rayjob_advisor.models.design import BATCH, CPUS, EPOCHS, GPUS, NODES, WORK, WORKERS, nearest_measured
+from rayjob_advisor.models.design import BATCH, CPUS, EPOCHS, GPUS, NODES, WORK, WORKERS, local_batch, nearest_measured
 
 _TINY = 1e-9
 
@@ -155,7 +155,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         return _SyncColumns(
             epochs=X[:, EPOCHS],
             steps=_steps(X),
-            local=X[:, BATCH] / workers / resources,
+            local=local_batch(X) / resources,
             growth=np.log2(np.maximum(workers, 2.0) / 2.0),
             synced=workers > 1,
             placement=np.where(nodes > 1, across, 0),
@@ -238,7 +238,7 @@ def _log_features(X: np.ndarray) -> np.ndarray:
             np.log(X[:, EPOCHS]),
             np.log(X[:, WORKERS]),
             np.log(X[:, BATCH]),
-            np.log(X[:, BATCH] / X[:, WORKERS]),
+            np.log(local_batch(X)),
             np.log(X[:, CPUS]),
             np.log1p(X[:, GPUS]),
             np.log(X[:, NODES]),

@@ -253,7 +253,7 @@ def what_if_grid(X: np.ndarray) -> np.ndarray:
     workers_per_node, max_nodes = design.profiled_packing(X)
     most = int(np.max(X[:, design.WORKERS]))
     counts = sorted({int(w) for w in X[:, design.WORKERS]} | {most * k for k in range(2, GRID_WORKERS + 1)})
-    local = np.quantile(X[:, design.BATCH] / X[:, design.WORKERS], [0.0, 0.5, 1.0])
+    local = np.quantile(design.local_batch(X), [0.0, 0.5, 1.0])
     rows = []
     for base, workers, per_worker, work in itertools.product(
         np.unique(X[:, [design.EPOCHS, design.CPUS, design.GPUS]], axis=0),

@@ -80,7 +80,7 @@ class Point:
             unanchored=unanchored,
             anchored=anchored,
             nodes=X[:, design.NODES],
-            local_batch=X[:, design.BATCH] / X[:, design.WORKERS],
+            local_batch=design.local_batch(X),
             distance=self.distance(X),
             collapsed=self.collapsed(X),
         )
@@ -95,6 +95,15 @@ class Estimates:
     upper: np.ndarray
     probability: np.ndarray | None
 
+    @classmethod
+    def of(
+        cls, predicted: np.ndarray, pools: list[tuple[np.ndarray, ...]], confidence: float, seconds: np.ndarray | None
+    ) -> Estimates:
+        """The three answers read from one prediction's pools (``Predictor.pools``), at the same ranks."""
+        upper = calibration.upper_bounds(predicted, pools, confidence)
+        chances = None if seconds is None else calibration.probabilities_within(predicted, pools, seconds)
+        return cls(predicted, upper, chances)
+
 
 @dataclasses.dataclass(frozen=True)
 class Predictor:
@@ -106,7 +115,7 @@ class Predictor:
     def pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The median of each run and the residual pools that bound it (``calibration``)."""
         predicted, _, anchored = self.point.predict(X)
-        local_batch = X[:, design.BATCH] / X[:, design.WORKERS]
+        local_batch = design.local_batch(X)
         return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored, local_batch)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -114,13 +123,3 @@ class Predictor:
 
     def predict_upper(self, X: np.ndarray, confidence: float) -> np.ndarray:
         return calibration.upper_bounds(*self.pools(X), confidence)
-
-    def probability_within(self, X: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-        return calibration.probabilities_within(*self.pools(X), seconds)
-
-    def estimate(self, X: np.ndarray, confidence: float, seconds: np.ndarray | None) -> Estimates:
-        """The three answers from one prediction of ``X``."""
-        predicted, pools = self.pools(X)
-        upper = calibration.upper_bounds(predicted, pools, confidence)
-        chances = None if seconds is None else calibration.probabilities_within(predicted, pools, seconds)
-        return Estimates(predicted, upper, chances)

@@ -91,7 +91,7 @@ class RuntimeModel:
         self.n_samples_ = len(observations)
         self.startup_curve_ = StartupCurve.from_runs(observations)
         self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
-        self.batch_per_worker_ = max(1, round(float(np.median(runs.X[:, design.BATCH] / runs.X[:, design.WORKERS]))))
+        self.batch_per_worker_ = max(1, round(float(np.median(design.local_batch(runs.X)))))
         return self
 
     @staticmethod
@@ -141,36 +141,48 @@ class RuntimeModel:
             return self.fallback_
         return self.predictor_
 
+    def _scale(self, X: np.ndarray) -> np.ndarray | float:
+        """What the predictor's seconds of these rows are multiplied by: 1 for a model of its own runs, the speed
+        factor for one transferred from another accelerator's (``transfer``)."""
+        return 1.0
+
     def floor(self, runs: Sequence[Runlike]) -> np.ndarray:
         """The least runtime physically possible for each run (``predictor``)."""
-        return self.predictor_.point.floor(self._matrix(runs))
+        X = self._matrix(runs)
+        return np.asarray(self.predictor_.point.floor(X) * self._scale(X), dtype=float)
 
     def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Median execution seconds of each run: finite and never below ``floor``."""
         X = self._matrix(runs)
-        return self._predictor(X).predict(X)
+        return np.asarray(self._predictor(X).predict(X) * self._scale(X), dtype=float)
 
     def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Execution seconds of each run by the model's curve alone, anchored on no measured run
         (``predictor.Point.trend``): a model fitted on runs it is then asked about predicts them without their noise.
         """
         X = self._matrix(runs)
-        return self._predictor(X).point.trend(X)
+        return np.asarray(self._predictor(X).point.trend(X) * self._scale(X), dtype=float)
+
+    def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
+        """The median of each run and the residual pools that bound it: what the bound and the chances of
+        ``predict_upper``, ``probability_within`` and ``estimate`` are all read from (``Predictor.pools``)."""
+        X = self._matrix(runs)
+        predicted, pools = self._predictor(X).pools(X)
+        return np.asarray(predicted * self._scale(X), dtype=float), pools
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:
         """Execution seconds each run stays under with probability ``confidence``."""
-        return self.estimate(runs, confidence).upper
+        return calibration.upper_bounds(*self._pools(runs), confidence)
 
     def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
         """Per run, the estimated probability that it runs for at most ``seconds`` (same residuals as the bound)."""
-        X = self._matrix(runs)
-        return self._predictor(X).probability_within(X, np.asarray(seconds, dtype=float))
+        return calibration.probabilities_within(*self._pools(runs), np.asarray(seconds, dtype=float))
 
     def estimate(self, runs: Sequence[Runlike], confidence: float, seconds: Sequence[float] | None = None) -> Estimates:
         """``predict``, ``predict_upper`` and, where ``seconds`` are given, ``probability_within`` of the runs at
         once: what the planner asks of every size, from one pass of the model (an admission waits for it)."""
-        X = self._matrix(runs)
-        return self._predictor(X).estimate(X, confidence, None if seconds is None else np.asarray(seconds, float))
+        asked = None if seconds is None else np.asarray(seconds, dtype=float)
+        return Estimates.of(*self._pools(runs), confidence, asked)
 
     def startup(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Expected start-up seconds of each run, from the profile's runs of as many workers (``startup``)."""

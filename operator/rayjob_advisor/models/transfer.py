@@ -28,10 +28,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from rayjob_advisor.models import calibration, design, splits
+from rayjob_advisor.models import design, splits
 from rayjob_advisor.models.design import Runlike
 from rayjob_advisor.models.evaluation import NotEnoughData
-from rayjob_advisor.models.predictor import Estimates
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, measured_accelerators, runs_on
 
@@ -123,19 +122,9 @@ class TransferredModel(RuntimeModel):
     def _scale(self, X: np.ndarray) -> np.ndarray:
         return self.factor_(X[:, design.WORKERS])
 
-    def floor(self, runs: Sequence[Runlike]) -> np.ndarray:
-        return np.asarray(super().floor(runs) * self._scale(self._matrix(runs)), dtype=float)
-
-    def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
-        return np.asarray(super().predict(runs) * self._scale(self._matrix(runs)), dtype=float)
-
-    def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
-        return np.asarray(super().trend(runs) * self._scale(self._matrix(runs)), dtype=float)
-
     def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The transferred medians and the source's pools of each run, each widened by the deviations."""
-        X = self._matrix(runs)
-        predicted, pools = self._predictor(X).pools(X)
+        predicted, pools = super()._pools(runs)
         widened: dict[int, np.ndarray] = {}  # the source shares one array among the runs of a band
 
         def widen(pool: np.ndarray) -> np.ndarray:
@@ -143,16 +132,7 @@ class TransferredModel(RuntimeModel):
                 widened[id(pool)] = np.sort(np.outer(1.0 + pool, self.deviations_).ravel() - 1.0)
             return widened[id(pool)]
 
-        return predicted * self._scale(X), [tuple(widen(pool) for pool in run) for run in pools]
-
-    def probability_within(self, runs: Sequence[Runlike], seconds: Sequence[float]) -> np.ndarray:
-        return calibration.probabilities_within(*self._pools(runs), np.asarray(seconds, dtype=float))
-
-    def estimate(self, runs: Sequence[Runlike], confidence: float, seconds: Sequence[float] | None = None) -> Estimates:
-        predicted, pools = self._pools(runs)
-        upper = calibration.upper_bounds(predicted, pools, confidence)
-        chances = None if seconds is None else calibration.probabilities_within(predicted, pools, np.asarray(seconds))
-        return Estimates(predicted, upper, chances)
+        return predicted, [tuple(widen(pool) for pool in run) for run in pools]
 
 
 def candidate_models(
