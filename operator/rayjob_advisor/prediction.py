@@ -192,7 +192,8 @@ def compare_accelerators(
             missing[name] = f"the profile has no runs on {name} (measured on {', '.join(measured)})"
             continue
         if choice.used not in models:
-            models[choice.used] = transfer.model_on(observations, choice.used)
+            main = models.get(measured[0] if measured else None)
+            models[choice.used] = transfer.model_on(observations, choice.used, main)
         model, variant = models[choice.used], job.model_copy(update={"accelerator": name})
         for option in what_if(variant, model, inputs.confidence, prices):
             meets = None if left is None else option.in_time(left)

@@ -182,15 +182,20 @@ def _transferred(
     return TransferredModel(source, source_accelerator).fit(runs)
 
 
-def model_on(observations: Sequence[Observation], accelerator: str | None) -> RuntimeModel:
+def model_on(
+    observations: Sequence[Observation], accelerator: str | None, main_model: RuntimeModel | None = None
+) -> RuntimeModel:
     """The model of a job on ``accelerator`` (``observations.choose_accelerator``'s ``used``) from a profile's runs:
-    the most measured accelerator's own, else ``better_model`` with that one as the source."""
+    the most measured accelerator's own, else ``better_model`` with that one as the source (``main_model``: that
+    one already fitted, so a caller asking about several accelerators fits it once)."""
     measured = measured_accelerators(observations)
     main = measured[0] if measured else None
     if accelerator is None or accelerator == main:
-        return RuntimeModel().fit(runs_on(observations, main))
-    try:
-        source: RuntimeModel | None = RuntimeModel().fit(runs_on(observations, main))
-    except NotEnoughData:
-        source = None
+        return main_model or RuntimeModel().fit(runs_on(observations, main))
+    source = main_model
+    if source is None:
+        try:
+            source = RuntimeModel().fit(runs_on(observations, main))
+        except NotEnoughData:
+            source = None
     return better_model(runs_on(observations, accelerator), accelerator, source, main)
