@@ -97,6 +97,18 @@ def test_values_the_user_set_are_kept(store):
     assert ann.parse_duration(annotations_of(cluster["workerGroupSpecs"][0]["template"])[ann.KARPENTER_DO_NOT_DISRUPT])
 
 
+@pytest.mark.parametrize("metadata", [None, {"annotations": None}, {"labels": {"team": "a"}, "annotations": None}])
+def test_a_worker_template_with_null_metadata_gets_the_walltime_and_keeps_the_rest(store, metadata):
+    """Admission sees the spec before validation: a null metadata or annotations is filled, not a crash."""
+    rayjob = job()
+    rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["metadata"] = copy.deepcopy(metadata)
+    advice = advise(rayjob, store, policy=BOTH, may_resize=True, now=NOW)
+    assert notes_of(advice).get(ann.ERROR) is None
+    template = applied(rayjob, advice)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
+    assert ann.parse_duration(annotations_of(template)[ann.KARPENTER_DO_NOT_DISRUPT])
+    assert template["metadata"].get("labels") == (metadata or {}).get("labels")
+
+
 def test_a_resized_job_gets_the_walltime_of_its_new_size_on_its_resized_groups(store):
     rayjob = deadline_job("enforce", deadline="20s")
     advice = advise(rayjob, store, policy=BOTH, may_resize=True, now=NOW)

@@ -93,8 +93,14 @@ def patch(
             groups = copy.deepcopy(groups)
             for group in groups:
                 if _unset(group):
-                    metadata = group["template"].setdefault("metadata", {})
-                    metadata.setdefault("annotations", {})[contract.KARPENTER_DO_NOT_DISRUPT] = duration
+                    template = group["template"]
+                    metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+                    annotations = nested(metadata, "annotations")
+                    annotations = annotations if isinstance(annotations, Mapping) else {}
+                    template["metadata"] = {
+                        **metadata,
+                        "annotations": {**annotations, contract.KARPENTER_DO_NOT_DISRUPT: duration},
+                    }
             spec["workerGroupSpecs"] = groups
         if spec:
             result["spec"] = {"rayClusterSpec": spec}
