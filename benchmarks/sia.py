@@ -14,16 +14,18 @@ import pathlib
 
 from rayjob_advisor import contract
 from rayjob_advisor.observations import Observation, read_observations, write_observations
+from rayjob_advisor_testkit.paths import SIA, require_shared
 
 MODELS: tuple[str, ...] = ("bert", "cifar10", "deepspeech2")
 ACCELERATORS: tuple[str, ...] = ("a100", "rtx2080ti", "v100")
-DEFAULT_SIA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "sia"
+DEFAULT_SIA = SIA
 
 
 def sia_observations(
     sia_dir: pathlib.Path, model: str, accelerators: tuple[str, ...] = ACCELERATORS
 ) -> list[Observation]:
     """The runs of one Sia model on ``accelerators`` (from the file names), as workload ``sia-<model>``."""
+    require_shared(sia_dir)
     runs = []
     for path in sorted(sia_dir.glob(f"sia-{model}-*.csv")):
         accelerator = contract.canonical_accelerator(path.stem.removeprefix(f"sia-{model}-"))

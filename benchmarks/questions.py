@@ -1,0 +1,110 @@
+"""The questions a user asks of a profile, as train/test cuts of a measured dataset.
+
+Each cut trains on the runs a profile would have and tests on runs beyond them, the way the advisor is asked:
+
+- ``workers-between``: trained on every other worker count, tested on the ones between (a size the profile
+  skipped: the question inside the profile);
+- ``workers-x4``: trained on worker counts up to a quarter of the most, tested on those from three quarters of it
+  (needs two distinct counts to train on);
+- ``workers-next``: trained on every worker count but the largest, tested on it (1-3 workers -> 4);
+- ``nodes``: trained on runs over at most half the most nodes (one node count will do), tested on the runs over
+  more;
+- ``size-x4``: trained on dataset sizes up to a quarter of the largest, tested on the largest;
+- ``batch-half``: trained on per-worker batches from twice the smallest, tested on the smallest;
+- ``batch-x2-4``: trained on per-worker batches up to a quarter of the largest, tested on those 2-4x the
+  largest trained.
+
+A cut that a dataset cannot make (too few distinct values, no runs on one side) is skipped, with the reason.
+``transfer`` questions (a scarcely measured accelerator) need two datasets and live in ``benchmarks.accuracy``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from rayjob_advisor.observations import Observation
+
+
+@dataclasses.dataclass(frozen=True)
+class Cut:
+    """The runs a profile holds, and the runs it is asked about."""
+
+    train: list[Observation]
+    test: list[Observation]
+
+
+def _local(run: Observation) -> float:
+    return (run.batch_size or run.workers) / run.workers
+
+
+def _cut(
+    runs: Sequence[Observation],
+    value: Callable[[Observation], float],
+    train: Callable[[float], bool],
+    test: Callable[[float], bool],
+    distinct: int = 2,
+) -> Cut | str:
+    trained = [run for run in runs if train(value(run))]
+    tested = [run for run in runs if test(value(run))]
+    if len({value(run) for run in trained}) < distinct:
+        return f"fewer than {distinct} distinct values to train on"
+    if not trained or not tested:
+        return "no runs on one side"
+    return Cut(trained, tested)
+
+
+def workers_between(runs: Sequence[Observation]) -> Cut | str:
+    counts = sorted({run.workers for run in runs})
+    skipped = set(counts[1:-1:2])
+    return _cut(runs, lambda r: r.workers, lambda w: w not in skipped, lambda w: w in skipped)
+
+
+def workers_x4(runs: Sequence[Observation]) -> Cut | str:
+    most = max(run.workers for run in runs)
+    return _cut(runs, lambda r: r.workers, lambda w: w <= most / 4, lambda w: w >= 0.75 * most)
+
+
+def workers_next(runs: Sequence[Observation]) -> Cut | str:
+    most = max(run.workers for run in runs)
+    return _cut(runs, lambda r: r.workers, lambda w: w < most, lambda w: w == most)
+
+
+def nodes(runs: Sequence[Observation]) -> Cut | str:
+    most = max(run.nodes or 1 for run in runs)
+    if most < 2:
+        return "every run on one node"
+    return _cut(runs, lambda r: r.nodes or 1, lambda n: n <= most / 2, lambda n: n > most / 2, distinct=1)
+
+
+def size_x4(runs: Sequence[Observation]) -> Cut | str:
+    largest = max(run.dataset_size for run in runs)
+    return _cut(runs, lambda r: r.dataset_size, lambda s: s <= largest / 4, lambda s: s == largest)
+
+
+def batch_half(runs: Sequence[Observation]) -> Cut | str:
+    smallest = min(_local(run) for run in runs)
+    return _cut(runs, _local, lambda b: b >= 2 * smallest, lambda b: b == smallest)
+
+
+def batch_x2_4(runs: Sequence[Observation]) -> Cut | str:
+    largest = max(_local(run) for run in runs)
+    trained = max((_local(run) for run in runs if _local(run) <= largest / 4), default=0.0)
+    return _cut(runs, _local, lambda b: b <= trained, lambda b: 2 * trained <= b <= 4 * trained)
+
+
+QUESTIONS: dict[str, Callable[[Sequence[Observation]], Cut | str]] = {
+    "workers-between": workers_between,
+    "workers-x4": workers_x4,
+    "workers-next": workers_next,
+    "nodes": nodes,
+    "size-x4": size_x4,
+    "batch-half": batch_half,
+    "batch-x2-4": batch_x2_4,
+}
+
+
+def mape(predicted: np.ndarray, actual: np.ndarray) -> float:
+    return float(np.mean(np.abs(predicted / actual - 1.0)))
