@@ -41,9 +41,12 @@ too (Mondrian): a run is bounded by its node band and, when that has
 the halves are learned from the calibration runs only; a profile whose
 residuals do not depend on the batch gets factors near 1.
 
-Beyond the most workers the profile ran, a run is ``d = log(workers / most
-profiled)`` away from the data. The held-out runs of the worker
-extrapolation folds measure how the residuals spread with that distance:
+Beyond the profile — more workers, more work, or a per-worker batch outside
+the profiled ones — a run is ``d`` away from the data: the sum of its log
+ratios beyond the profile's reach in each (``design.Reach.distance``; 4x the
+most profiled workers is ``log 4``). The held-out runs of the extrapolation
+folds (workers, size and batch) measure how the residuals spread with that
+distance:
 ``growth(p) = (Q_extrapolated(p) - Q_inside(p)) / mean d`` per quantile
 ``p`` (only ever widening: upwards above the median, downwards below), and
 a run at distance ``d`` gets its band's residuals plus ``d * growth`` at the
@@ -176,7 +179,7 @@ class HeldOut:
     anchored: np.ndarray
     nodes: np.ndarray
     local_batch: np.ndarray  # the per-worker batch
-    distance: np.ndarray  # log(workers / most workers trained on), 0 inside the trained range
+    distance: np.ndarray  # how far beyond the runs trained on (``design.Reach.distance``), 0 inside them
     collapsed: np.ndarray  # the raw prediction was not finite or far below the physical floor
 
     @classmethod

@@ -9,6 +9,7 @@ samples / workers).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Protocol
@@ -96,6 +97,52 @@ def resources(X: np.ndarray) -> np.ndarray:
     return np.asarray(X[:, WORKERS] * np.maximum(X[:, GPUS], 1.0), dtype=float)
 
 
+def perfectly_scaled(X: np.ndarray, seconds_per_sample: float) -> np.ndarray:
+    """Each run's work spread perfectly over its GPUs (or workers) at ``seconds_per_sample`` of one of them."""
+    return np.asarray(seconds_per_sample * X[:, WORK] / resources(X), dtype=float)
+
+
 def local_batch(X: np.ndarray) -> np.ndarray:
     """The per-worker batch of each run: what its synchronisation cost and its configuration depend on."""
     return np.asarray(X[:, BATCH] / X[:, WORKERS], dtype=float)
+
+
+def steps(X: np.ndarray) -> np.ndarray:
+    """Optimizer steps of each run: every epoch ends with a (maybe partial) batch."""
+    epochs = X[:, EPOCHS]
+    return np.asarray(epochs * np.ceil(X[:, WORK] / epochs / X[:, BATCH] - 1e-9), dtype=float)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    """How far a profile's runs go in workers, work and per-worker batch: a question beyond it is an extrapolation,
+    of a kind (``beyond``) and at a distance (``distance``)."""
+
+    max_workers: float
+    max_work: float
+    min_batch: float
+    max_batch: float
+
+    @classmethod
+    def of(cls, X: np.ndarray) -> Reach:
+        batch = local_batch(X)
+        return cls(float(np.max(X[:, WORKERS])), float(np.max(X[:, WORK])), float(batch.min()), float(batch.max()))
+
+    def _log_ratios(self, X: np.ndarray) -> np.ndarray:
+        """Per row, how far beyond the reach it lies in workers, work and batch (log ratios, 0 inside: n x 3)."""
+        batch = local_batch(X)
+        return np.column_stack(
+            [
+                np.log(X[:, WORKERS] / self.max_workers),
+                np.log(X[:, WORK] / self.max_work),
+                np.maximum(np.log(batch / self.max_batch), np.log(self.min_batch / batch)),
+            ]
+        ).clip(min=0.0)
+
+    def beyond(self, X: np.ndarray) -> np.ndarray:
+        """Per row, whether it lies beyond the reach in workers, work and batch (n x 3 booleans; rounding aside)."""
+        return np.asarray(self._log_ratios(X) > 1e-6, dtype=bool)
+
+    def distance(self, X: np.ndarray) -> np.ndarray:
+        """Per row, its distance from the reach: the sum of its log ratios beyond it (0 inside)."""
+        return np.asarray(self._log_ratios(X).sum(axis=1), dtype=float)

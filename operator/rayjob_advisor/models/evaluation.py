@@ -1,4 +1,4 @@
-"""Scoring candidates on interpolation and extrapolation splits, and choosing one.
+"""Scoring candidates on interpolation and extrapolation splits, and combining them.
 
 Each candidate is fitted (``predictor.Point``: floored and anchored as the
 advisor predicts) on a split's training runs only, then scored on its
@@ -7,54 +7,48 @@ often it under-predicts, and — when calibrated on the training runs too —
 how often the runtime stays under its upper bound, overall and per
 configuration band (node count).
 
-Selection respects extrapolation, where users need the advisor most:
-
-- a candidate is disqualified when one of its held-out predictions
-  collapsed (not finite, or far below the physical floor);
-- the others are ranked by their MAPE averaged over every defined split,
-  the worker extrapolation splits (``extrapolate-workers``, and
-  ``far-extrapolate-workers``: fit on up to a quarter of the most workers)
-  weighing ``EXTRAPOLATION_WEIGHT`` times as much: together as much as all
-  the others, so a candidate that flatlines outside the data (a tree
-  ensemble: 80-150 % far-extrapolation error on the Pollux traces, against
-  7-40 % for the structural ones) cannot make up for it inside; ties go to
-  the simpler (earlier) candidate, so the same data always gives the same
-  choice;
-- the best ranked one is refitted on all runs and must not collapse
-  anywhere on a grid of the questions a planner asks (every profiled
-  configuration, worker counts up to ``GRID_WORKERS`` x the most profiled,
-  packed and spread, the profile's smallest and largest runs and per-worker
-  batches); else the next one is taken.
+The advisor predicts with the candidates combined per kind of question
+(``combination``): each split asks one kind (``splits.question``), and the
+candidates' held-out predictions on a kind's splits give its stacking
+weights. The combination is scored like a candidate (``COMBINED``), on
+held-out predictions it did not learn its weights from: each split's are
+weighed by what the *other* splits of its kind learned (the prior alone when
+it is the only one), so a kind asked by one split is scored as the prior
+would answer it. Where the weights of every kind fall on one candidate, that
+candidate is selected alone. A candidate that collapsed on held-out runs
+(not finite, not positive or under the physical floor) is left out of those
+runs, and ``disqualified`` says how often.
 
 Every fit is small: it runs with one BLAS thread (threads only contend on
 matrices this size; a ridge fit took 20 times longer with two busy cores).
 
 Calibrating a fold costs a nested cross-validation (about ten fits instead
-of one) and only the coverage depends on it, never the MAPE or the choice:
-selection (``calibrate=False``) skips it, the full report keeps it. The
-held-out predictions of the selection are themselves the calibration data
-of the chosen candidate (``runtime``).
+of one) and only the candidates' coverage depends on it, never the MAPE or
+the combination: selection (``calibrate=False``) skips it, the full report
+keeps it. The combination's coverage is that of a bound calibrated on the
+other splits' held-out runs. The held-out predictions of the selection are
+themselves the calibration data of what is selected (``runtime``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from sklearn.base import RegressorMixin
 from threadpoolctl import threadpool_limits
 
-from rayjob_advisor.models import calibration, design, splits
+from rayjob_advisor.models import calibration, combination, design, splits
 from rayjob_advisor.models.calibration import HeldOut
+from rayjob_advisor.models.combination import Combined
+from rayjob_advisor.models.design import Reach
 from rayjob_advisor.models.estimators import CANDIDATES
-from rayjob_advisor.models.predictor import Point, Predictor
+from rayjob_advisor.models.predictor import Point, Predictor, marginal_rate
 from rayjob_advisor.observations import Observation
 
 REPORTED_CONFIDENCE = 0.9
-EXTRAPOLATION_SPLITS = ("extrapolate-workers", "far-extrapolate-workers")
-EXTRAPOLATION_WEIGHT = 2.0
-GRID_WORKERS = 4
+COMBINED = "combined"
 
 
 class NotEnoughData(ValueError):
@@ -84,6 +78,10 @@ class Runs:
     def subset(self, index: np.ndarray) -> Runs:
         return Runs(self.X[index], self.y[index], self.workers[index], self.sizes[index])
 
+    def variables(self) -> dict[str, np.ndarray]:
+        """What the splits cut on (``splits.VARIABLES``)."""
+        return {"workers": self.workers, "dataset_size": self.sizes, "batch_per_worker": design.local_batch(self.X)}
+
 
 @dataclasses.dataclass(frozen=True)
 class BandScore:
@@ -107,11 +105,14 @@ class Scores:
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """Scores per split and candidate, the splits that could not be made, the choice and who could not be chosen."""
+    """Scores per split and candidate (the combination among them), the splits that could not be made, what was
+    selected (a candidate, or ``COMBINED``), the combination's weights per kind of question, and which candidates
+    collapsed on held-out runs."""
 
     splits: dict[str, dict[str, Scores]]
     skipped: dict[str, str]
     selected: str
+    weights: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     disqualified: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -119,18 +120,32 @@ class Evaluation:
             "splits": {s: {m: dataclasses.asdict(sc) for m, sc in models.items()} for s, models in self.splits.items()},
             "skipped": dict(self.skipped),
             "selected": self.selected,
+            "weights": {kind: dict(members) for kind, members in self.weights.items()},
             "disqualified": dict(self.disqualified),
         }
 
 
 @dataclasses.dataclass(frozen=True)
+class CrossValidation:
+    """Every candidate's held-out runs and scores per split: the costly part of a selection, what ``combine``
+    reads."""
+
+    runs: Runs
+    candidates: tuple[str, ...]
+    held: dict[str, dict[str, HeldOut]]  # candidate -> split -> held-out runs
+    scores: dict[str, dict[str, Scores]]  # split -> candidate -> scores
+    skipped: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
 class Selection:
-    """The outcome of cross-validated selection: the report, every candidate's held-out runs, the chosen fit."""
+    """The outcome of cross-validated selection: the report, the held-out runs of every candidate and of the
+    combination (``COMBINED``), and what is selected, fitted on all runs."""
 
     evaluation: Evaluation
     held: dict[str, dict[str, HeldOut]]
-    ranking: list[str]  # the eligible candidates, best first, the grid-rejected ones left out
-    point: Point  # the selected candidate fitted on all runs
+    point: Point
+    validation: CrossValidation
 
 
 def band_label(nodes: float) -> str:
@@ -160,7 +175,7 @@ def score(held: HeldOut, upper: np.ndarray | None) -> Scores:
 
 def fit_predictor(name: str, runs: Runs) -> Predictor:
     """A candidate fitted on all ``runs``, its bound calibrated by cross-validation over them."""
-    defined, skipped = splits.split_folds(runs.workers, runs.sizes)
+    defined, skipped = splits.split_folds(runs.variables())
     if not defined:
         raise NotEnoughData("too few observations to calibrate: " + "; ".join(skipped.values()))
     held = {split: held for split, (held, _) in cross_validate(runs, defined, name).items()}
@@ -187,25 +202,119 @@ def cross_validate(
     return result
 
 
-def select_candidate(runs: Runs, candidates: Sequence[str] = tuple(CANDIDATES), calibrate: bool = False) -> Selection:
-    """Cross-validate every candidate and choose one (module docstring)."""
-    defined, skipped = splits.split_folds(runs.workers, runs.sizes)
+def cross_validate_candidates(runs: Runs, candidates: Sequence[str], calibrate: bool = False) -> CrossValidation:
+    """Every candidate on every split that the runs define."""
+    defined, skipped = splits.split_folds(runs.variables())
     if not defined:
         raise NotEnoughData("too few observations to cross-validate: " + "; ".join(skipped.values()))
     with threadpool_limits(limits=1):
         validated = {name: cross_validate(runs, defined, name, calibrate) for name in candidates}
-    cv = {split: {name: score(*validated[name][split]) for name in candidates} for split in defined}
-    collapsed = {name: any(bool(np.any(h.collapsed)) for h, _ in validated[name].values()) for name in candidates}
-    ranking, disqualified = rank(cv, collapsed, candidates)
-    with threadpool_limits(limits=1):
-        point, rejected = _refit_first_sound(runs, ranking)
-    disqualified.update(rejected)
-    return Selection(
-        evaluation=Evaluation(splits=cv, skipped=skipped, selected=point.name, disqualified=disqualified),
-        held={name: {split: held for split, (held, _) in validated[name].items()} for name in candidates},
-        ranking=[name for name in ranking if name not in rejected],
-        point=point,
+    return CrossValidation(
+        runs=runs,
+        candidates=tuple(candidates),
+        held={name: {split: part for split, (part, _) in validated[name].items()} for name in candidates},
+        scores={split: {name: score(*validated[name][split]) for name in candidates} for split in defined},
+        skipped=skipped,
     )
+
+
+def select_candidate(runs: Runs, candidates: Sequence[str] = tuple(CANDIDATES), calibrate: bool = False) -> Selection:
+    """Cross-validate every candidate, combine them, and select the combination or the one candidate it reduces
+    to (module docstring)."""
+    return combine(cross_validate_candidates(runs, candidates, calibrate), calibrate)
+
+
+def combine(
+    validation: CrossValidation, calibrate: bool = False, fitted: Mapping[str, RegressorMixin] | None = None
+) -> Selection:
+    """The combination the cross-validation supports, fitted on all runs (``fitted``: candidates already fitted on
+    them, to reuse)."""
+    runs, candidates = validation.runs, list(validation.candidates)
+    held = {name: dict(parts) for name, parts in validation.held.items()}
+    cv = {split: dict(scores) for split, scores in validation.scores.items()}
+    mixed, weights = combined_held_out(candidates, held)
+    for split, part in mixed.items():
+        cv[split][COMBINED] = score(part, _bound_from_others(mixed, split) if calibrate else None)
+    members = [name for name, column in zip(candidates, weights.T, strict=True) if np.any(column > 0)]
+    rate = marginal_rate(runs.X, runs.y)
+    with threadpool_limits(limits=1):
+        estimators = {name: (fitted or {}).get(name) or CANDIDATES[name]().fit(runs.X, runs.y) for name in members}
+    combined = Combined(estimators, weights[:, [candidates.index(name) for name in members]], Reach.of(runs.X), rate)
+    selected = members[0] if len(members) == 1 else COMBINED
+    held[COMBINED] = mixed
+    return Selection(
+        evaluation=Evaluation(cv, validation.skipped, selected, combined.describe(), _collapses(held, candidates)),
+        held=held,
+        point=Point.of(selected, estimators[selected] if selected in estimators else combined, runs.X, runs.y, rate),
+        validation=validation,
+    )
+
+
+def combined_held_out(
+    candidates: Sequence[str], held: Mapping[str, Mapping[str, HeldOut]]
+) -> tuple[dict[str, HeldOut], np.ndarray]:
+    """The combination's held-out runs per split, each weighed by what the other splits of its kind learned, and
+    the weights every kind learns from all its splits (one row per ``splits.QUESTIONS``)."""
+    names = list(candidates)
+    by_kind: dict[str, list[str]] = {kind: [] for kind in splits.QUESTIONS}
+    for split in held[names[0]]:
+        by_kind[splits.question(split)].append(split)
+
+    def learned(kind: str, chosen: Sequence[str]) -> np.ndarray:
+        if not chosen:
+            return combination.prior_weights(names)
+        parts = [HeldOut.concatenate([held[name][split] for split in chosen]) for name in names]
+        predicted = np.column_stack([part.predicted for part in parts])
+        usable = ~np.column_stack([part.collapsed for part in parts])
+        return combination.learn_weights(names, kind, predicted, parts[0].actual, usable)
+
+    weights = np.vstack([learned(kind, by_kind[kind]) for kind in splits.QUESTIONS])
+    mixed = {}
+    for kind, members in by_kind.items():
+        for split in members:
+            mixed[split] = _mix([held[name][split] for name in names], learned(kind, [s for s in members if s != split]))
+    return mixed, weights
+
+
+def _mix(parts: Sequence[HeldOut], weights: np.ndarray) -> HeldOut:
+    """The held-out runs of the candidates (``parts``, one per candidate) weighed by ``weights``, each run without
+    the candidates that collapsed on it (``combination.row_weights``)."""
+    usable = ~np.column_stack([part.collapsed for part in parts])
+    kinds = np.ones((len(usable), 1), dtype=bool)
+    per_row = combination.row_weights(weights[None, :], kinds, usable, weights)
+
+    def weighed(field: str) -> np.ndarray:
+        return np.asarray(np.sum(per_row * np.column_stack([getattr(part, field) for part in parts]), axis=1))
+
+    return dataclasses.replace(
+        parts[0], predicted=weighed("predicted"), unanchored=weighed("unanchored"), collapsed=~np.any(usable, axis=1)
+    )
+
+
+def _bound_from_others(mixed: Mapping[str, HeldOut], split: str) -> np.ndarray | None:
+    """Upper bounds of one split's held-out runs by a calibration of the other splits' (None: no other split)."""
+    others = {other: part for other, part in mixed.items() if other != split}
+    if not others:
+        return None
+    asked = mixed[split]
+    pools = calibration.Calibration.from_held_out(others).pools(
+        asked.nodes, asked.distance, asked.anchored, asked.local_batch
+    )
+    return calibration.upper_bounds(asked.predicted, pools, REPORTED_CONFIDENCE)
+
+
+def _collapses(held: Mapping[str, Mapping[str, HeldOut]], candidates: Sequence[str]) -> dict[str, str]:
+    """The candidates that collapsed on held-out runs, and on how many (they are left out of those)."""
+    found = {}
+    for name in candidates:
+        every = HeldOut.concatenate(list(held[name].values()))
+        count = int(np.sum(every.collapsed))
+        if count:
+            found[name] = (
+                f"predicted a non-finite or impossibly short runtime for {count} of {len(every.collapsed)} "
+                "held-out runs (left out of those)"
+            )
+    return found
 
 
 def evaluate(
@@ -214,7 +323,8 @@ def evaluate(
     candidates: Sequence[str] = tuple(CANDIDATES),
     calibrate: bool = True,
 ) -> Evaluation:
-    """Score every candidate on every split of ``observations`` (or on ``test``) and select one.
+    """Score every candidate and their combination on every split of ``observations`` (or on ``test``), and
+    select.
 
     ``calibrate=False`` leaves out the coverage (``None``) and its nested
     calibration: the same MAPE and choice for a tenth of the fits.
@@ -222,63 +332,15 @@ def evaluate(
     runs = Runs.from_observations(observations)
     if test is None:
         return select_candidate(runs, candidates, calibrate).evaluation
-    chosen = select_candidate(runs, candidates).evaluation
+    chosen = select_candidate(runs, candidates)
     held = Runs.from_observations(test)
     with threadpool_limits(limits=1):
         scored = {name: score(*_fold(name, runs, held, calibrate)) for name in candidates}
-    return dataclasses.replace(chosen, splits={"test": scored})
-
-
-def selection_score(cv: Mapping[str, Mapping[str, Scores]], name: str) -> float:
-    """A candidate's MAPE averaged over the splits, the worker extrapolation ones weighted up."""
-    weights = {split: EXTRAPOLATION_WEIGHT if split in EXTRAPOLATION_SPLITS else 1.0 for split in cv}
-    return sum(weights[split] * cv[split][name].mape for split in cv) / sum(weights.values())
-
-
-def rank(
-    cv: Mapping[str, Mapping[str, Scores]], collapsed: Mapping[str, bool], candidates: Sequence[str]
-) -> tuple[list[str], dict[str, str]]:
-    """The eligible candidates by ``selection_score`` (first wins ties), and why the others are not."""
-    disqualified = {
-        name: "predicted a non-finite or impossibly short runtime for a held-out run"
-        for name in candidates
-        if collapsed[name]
-    }
-    eligible = [name for name in candidates if name not in disqualified] or list(candidates)
-    return sorted(eligible, key=lambda name: selection_score(cv, name)), disqualified
-
-
-def what_if_grid(X: np.ndarray) -> np.ndarray:
-    """Design rows of the questions a planner asks of a profile (module docstring)."""
-    workers_per_node, max_nodes = design.profiled_packing(X)
-    most = int(np.max(X[:, design.WORKERS]))
-    counts = sorted({int(w) for w in X[:, design.WORKERS]} | {most * k for k in range(2, GRID_WORKERS + 1)})
-    local = np.quantile(design.local_batch(X), [0.0, 0.5, 1.0])
-    rows = []
-    for base, workers, per_worker, work in itertools.product(
-        np.unique(X[:, [design.EPOCHS, design.CPUS, design.GPUS]], axis=0),
-        counts,
-        local,
-        (np.min(X[:, design.WORK]), np.max(X[:, design.WORK])),
-    ):
-        epochs, cpus, gpus = base
-        for placement in ("packed", "spread"):
-            nodes = design.placement_nodes(workers, placement, workers_per_node, max_nodes)
-            rows.append([work, epochs, workers, max(1.0, per_worker * workers), cpus, gpus, nodes])
-    return np.vstack([X, np.array(rows, dtype=float)])
-
-
-def _refit_first_sound(runs: Runs, ranking: Sequence[str]) -> tuple[Point, dict[str, str]]:
-    """The best ranked candidate that does not collapse on ``what_if_grid``, fitted on all runs."""
-    grid = what_if_grid(runs.X)
-    rejected: dict[str, str] = {}
-    points = []
-    for name in ranking:
-        points.append(Point.fit(name, runs.X, runs.y))
-        if not np.any(points[-1].collapsed(grid)):
-            return points[-1], rejected
-        rejected[name] = f"collapses on the planner's grid (up to {GRID_WORKERS}x the most profiled workers)"
-    return points[0], rejected
+    if chosen.evaluation.selected == COMBINED:
+        combined = Predictor(chosen.point, calibration.Calibration.from_held_out(chosen.held[COMBINED]))
+        upper = combined.predict_upper(held.X, REPORTED_CONFIDENCE) if calibrate else None
+        scored[COMBINED] = score(chosen.point.held_out(held.X, held.y), upper)
+    return dataclasses.replace(chosen.evaluation, splits={"test": scored})
 
 
 def mean_mape(cv: Mapping[str, Mapping[str, Scores]], name: str) -> float:

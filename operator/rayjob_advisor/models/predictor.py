@@ -1,11 +1,11 @@
 """A fitted candidate as the advisor uses it: floored, anchored and calibrated.
 
 ``Point`` turns a candidate's raw output into predictions that are finite
-and never below ``floor`` — the work of the run at the fastest per-sample
-rate of one GPU (or worker, without GPUs) that the training runs ever
-showed, as if it scaled perfectly: no model may claim more — and anchors
-them on measured configurations (``anchoring``). A raw output that is not
-finite or below half the floor means the candidate collapsed there
+and never below ``floor`` — the work of the run at the *marginal* per-sample
+cost of one GPU (or worker, without GPUs), as if it scaled perfectly: no
+model may claim more (``marginal_rate``) — and anchors them on measured
+configurations (``anchoring``). A raw output that is not finite, not
+positive or below the floor means the candidate collapsed there
 (``collapsed``): it is then not used for that question (``evaluation``,
 ``runtime``). ``Predictor`` adds the calibrated bound (``calibration``).
 """
@@ -15,14 +15,54 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from scipy.optimize import nnls
 from sklearn.base import RegressorMixin
 
 from rayjob_advisor.models import calibration, design
-from rayjob_advisor.models.anchoring import Anchors
+from rayjob_advisor.models.anchoring import Anchors, configuration_keys
 from rayjob_advisor.models.estimators import CANDIDATES
 
-COLLAPSE_FRACTION = 0.5
-"""A raw prediction under this fraction of the floor is a collapse, not a fast run."""
+
+NOISE_MARGIN = 0.5
+"""The floor is this fraction of the least marginal rate: estimated from single noisy runs, the rate lies up to 26 %
+above some held-out run of the project's own Ray sweep (``benchmarks/data/ray-digits.csv``: +-20 % run to run at
+its smallest sizes), never more on any dataset of ``benchmarks.datasets``; a raw prediction under half of it is a
+collapse, not noise."""
+
+
+def marginal_rate(X: np.ndarray, y: np.ndarray) -> float:
+    """The floor's seconds per sample of one GPU (or worker): ``NOISE_MARGIN`` x the marginal cost of a sample,
+    net of fixed costs per run, epoch and step.
+
+    A run's total time per sample is an upper bound of it, but not a floor:
+    fixed costs (starting the loop, compiling the first batches, loading data;
+    each step's launch and synchronisation) make small runs and small
+    batches look slow per sample, and a floor from them lies above the truth
+    of more work or a larger batch. So the runs of each layout (workers,
+    nodes, CPUs, GPUs, epochs: ``anchoring.configuration_keys``) that differ
+    in their work or per-worker batch are fitted as a fixed cost per run, one
+    per step and one per sample a worker processes (non-negative least
+    squares); the per-sample cost, times the GPUs the worker spreads it over,
+    is what one GPU would take if the layout scaled perfectly. The rate is
+    the least of these and of every run's total rate: a profile without such
+    runs cannot separate its fixed costs and keeps the least total rate
+    (exact where, as in the Pollux traces, runs have none).
+    """
+    resources, work = design.resources(X), X[:, design.WORK]
+    rates = [float(np.min(y * resources / work))]
+    steps = design.steps(X)
+    samples = steps * design.local_batch(X)  # per worker
+    _, layout = np.unique(configuration_keys(X, batch=False), axis=0, return_inverse=True)
+    layout = layout.reshape(-1)
+    for index in np.unique(layout):
+        members = np.flatnonzero(layout == index)
+        if len(members) < 3 or len(np.unique(work[members])) < 2:
+            continue
+        basis = np.column_stack([np.ones(len(members)), steps[members], samples[members]])
+        coef, _ = nnls(basis, y[members])
+        if coef[2] > 0:
+            rates.append(float(coef[2]) * max(1.0, float(X[members[0], design.GPUS])))
+    return NOISE_MARGIN * min(rates)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,30 +72,34 @@ class Point:
     name: str
     estimator: RegressorMixin
     seconds_per_sample: float
-    max_workers: float
+    reach: design.Reach
     layouts: Anchors
     anchors: Anchors
 
     @classmethod
     def fit(cls, name: str, X: np.ndarray, y: np.ndarray) -> Point:
-        rate = float(np.min(y * design.resources(X) / X[:, design.WORK]))
-        estimator = CANDIDATES[name]().fit(X, y)
-        bare = cls(name, estimator, rate, float(np.max(X[:, design.WORKERS])), Anchors.none(False), Anchors.none())
+        """The candidate ``name`` fitted on the runs ``X, y``."""
+        return cls.of(name, CANDIDATES[name]().fit(X, y), X, y, marginal_rate(X, y))
+
+    @classmethod
+    def of(cls, name: str, estimator: RegressorMixin, X: np.ndarray, y: np.ndarray, rate: float) -> Point:
+        """An estimator fitted on the runs ``X, y`` (``rate``: their ``marginal_rate``), floored and anchored."""
+        bare = cls(name, estimator, rate, design.Reach.of(X), Anchors.none(False), Anchors.none())
         laid_out = dataclasses.replace(bare, layouts=Anchors.fit(X, y, bare.predict(X)[1], batch=False))
         return dataclasses.replace(laid_out, anchors=Anchors.fit(X, y, laid_out.predict(X)[1]))
 
     def floor(self, X: np.ndarray) -> np.ndarray:
         """The least runtime physically possible for each run (module docstring)."""
-        return np.asarray(self.seconds_per_sample * X[:, design.WORK] / design.resources(X), dtype=float)
+        return design.perfectly_scaled(X, self.seconds_per_sample)
 
     def collapsed(self, X: np.ndarray) -> np.ndarray:
-        """Runs whose raw prediction is not finite or far under the floor."""
+        """Runs whose raw prediction is not finite, not positive or under the floor."""
         raw = np.asarray(self.estimator.predict(X), dtype=float)
-        return np.asarray(~np.isfinite(raw) | (raw < COLLAPSE_FRACTION * self.floor(X)), dtype=bool)
+        return np.asarray(~np.isfinite(raw) | (raw <= 0) | (raw < self.floor(X)), dtype=bool)
 
     def distance(self, X: np.ndarray) -> np.ndarray:
-        """How far each run lies beyond the most workers trained on: log(workers / most), 0 inside."""
-        return np.asarray(np.maximum(0.0, np.log(X[:, design.WORKERS] / self.max_workers)), dtype=float)
+        """How far each run lies beyond the runs trained on (``design.Reach.distance``), 0 inside."""
+        return self.reach.distance(X)
 
     def trend(self, X: np.ndarray) -> np.ndarray:
         """The candidate's curve alone, floored: what it learned of the workload, no measured run's own quirks."""

@@ -15,14 +15,10 @@ measured. What the job leaves out is filled from the profile, and
 Every prediction is finite and at least ``floor`` (``predictor``), is
 anchored on the profile's runs of the same configuration, and its bound and
 probabilities come from the residuals of its configuration band, widened
-with the distance beyond the profiled worker counts (``calibration``).
+with the distance beyond the profile (``calibration``).
 
-A candidate that collapses (``predictor.Point.collapsed``) anywhere on the
-runs it is asked about is not used for them: the best ranked candidate that
-is positive by construction answers instead (``fallback_``, fitted and
-calibrated at fit time from the same cross-validation, one extra fit). Every
-question checks the runs it is given; a caller asking about a job and its
-what-if range together gets one model for all of them. ``estimate`` answers
+The candidates are combined per kind of question (``combination``): a
+candidate that collapses on a row is left out of it. ``estimate`` answers
 the planner's three questions (median, bound, chance) in one pass.
 """
 
@@ -34,8 +30,8 @@ import numpy as np
 
 from rayjob_advisor.models import calibration, design, evaluation
 from rayjob_advisor.models.design import Runlike
-from rayjob_advisor.models.estimators import CANDIDATES, STRUCTURAL
-from rayjob_advisor.models.predictor import Estimates, Point, Predictor
+from rayjob_advisor.models.estimators import CANDIDATES
+from rayjob_advisor.models.predictor import Estimates, Predictor
 from rayjob_advisor.models.startup import StartupCurve
 from rayjob_advisor.observations import Observation
 
@@ -43,14 +39,14 @@ _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
 
 
 class RuntimeModel:
-    """Selects a candidate by cross-validation, refits it on all runs, calibrates its bound.
+    """Combines the candidates by cross-validation (or selects the one they reduce to), refits on all runs,
+    calibrates the bound.
 
     Selection (``evaluation.select_candidate``) scores every candidate
-    without nested calibration; the selected one's held-out predictions are
-    its calibration data. ``candidate`` forces one candidate (by name)
-    instead of selecting.
-    Fitted attributes: ``selected_``, ``predictor_`` (``predictor.Predictor``), ``fallback_``
-    (the same for the best ranked structural candidate, None when the selected is one),
+    without nested calibration; the held-out predictions of what is selected
+    are its calibration data. ``candidate`` forces one candidate (by name)
+    instead of combining.
+    Fitted attributes: ``selected_`` (a candidate, or ``combined``), ``predictor_`` (``predictor.Predictor``),
     ``cv_mape_`` (mean over splits), ``evaluation_`` (without coverage), ``n_samples_``,
     ``workers_per_node_`` (the most workers the profile ran on one node: how
     tightly a job without a placement hint is assumed packed),
@@ -73,16 +69,17 @@ class RuntimeModel:
     def fit(self, observations: Sequence[Observation]) -> RuntimeModel:
         candidates = (self.candidate,) if self.candidate else tuple(CANDIDATES)
         runs = evaluation.Runs.from_observations(observations)
-        selection = evaluation.select_candidate(runs, candidates)
+        return self.fit_selection(observations, evaluation.select_candidate(runs, candidates))
+
+    def fit_selection(self, observations: Sequence[Observation], selection: evaluation.Selection) -> RuntimeModel:
+        """``fit`` with the selection on ``observations`` made already (a benchmark compares settings of the
+        combination on one cross-validation: ``evaluation.combine``)."""
+        runs = selection.validation.runs
         self.evaluation_ = selection.evaluation
         self.selected_ = selection.point.name
         self.cv_mape_ = evaluation.mean_mape(self.evaluation_.splits, self.selected_)
-        self.predictor_ = self._calibrated(selection, selection.point)
-        structural = [name for name in selection.ranking if name in STRUCTURAL]
-        self.fallback_ = (
-            None
-            if self.selected_ in STRUCTURAL or not structural
-            else self._calibrated(selection, Point.fit(structural[0], runs.X, runs.y))
+        self.predictor_ = Predictor(
+            selection.point, calibration.Calibration.from_held_out(selection.held[self.selected_])
         )
         self.fixed_columns_ = {
             column: float(runs.X[0, column]) for column in _FREEZABLE if np.all(runs.X[:, column] == runs.X[0, column])
@@ -93,10 +90,6 @@ class RuntimeModel:
         self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
         self.batch_per_worker_ = max(1, round(float(np.median(design.local_batch(runs.X)))))
         return self
-
-    @staticmethod
-    def _calibrated(selection: evaluation.Selection, point: Point) -> Predictor:
-        return Predictor(point, calibration.Calibration.from_held_out(selection.held[point.name]))
 
     def nodes(self, run: Runlike) -> int:
         """The nodes ``run`` spans: measured (an observation), else from its placement hint (module docstring)."""
@@ -135,12 +128,6 @@ class RuntimeModel:
             assumed["workers_per_node"] = float(self.workers_per_node_)
         return assumed
 
-    def _predictor(self, X: np.ndarray) -> Predictor:
-        """The predictor for these rows: the selected one, unless it collapses on one of them (module docstring)."""
-        if self.fallback_ is not None and np.any(self.predictor_.point.collapsed(X)):
-            return self.fallback_
-        return self.predictor_
-
     def _scale(self, X: np.ndarray) -> np.ndarray | float:
         """What the predictor's seconds of these rows are multiplied by: 1 for a model of its own runs, the speed
         factor for one transferred from another accelerator's (``transfer``)."""
@@ -154,20 +141,20 @@ class RuntimeModel:
     def predict(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Median execution seconds of each run: finite and never below ``floor``."""
         X = self._matrix(runs)
-        return np.asarray(self._predictor(X).predict(X) * self._scale(X), dtype=float)
+        return np.asarray(self.predictor_.predict(X) * self._scale(X), dtype=float)
 
     def trend(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Execution seconds of each run by the model's curve alone, anchored on no measured run
         (``predictor.Point.trend``): a model fitted on runs it is then asked about predicts them without their noise.
         """
         X = self._matrix(runs)
-        return np.asarray(self._predictor(X).point.trend(X) * self._scale(X), dtype=float)
+        return np.asarray(self.predictor_.point.trend(X) * self._scale(X), dtype=float)
 
     def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The median of each run and the residual pools that bound it: what the bound and the chances of
         ``predict_upper``, ``probability_within`` and ``estimate`` are all read from (``Predictor.pools``)."""
         X = self._matrix(runs)
-        predicted, pools = self._predictor(X).pools(X)
+        predicted, pools = self.predictor_.pools(X)
         return np.asarray(predicted * self._scale(X), dtype=float), pools
 
     def predict_upper(self, runs: Sequence[Runlike], confidence: float) -> np.ndarray:

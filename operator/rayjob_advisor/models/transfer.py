@@ -24,18 +24,21 @@ own model only where its cross-validated error on the same runs is lower.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from rayjob_advisor.models import design, splits
 from rayjob_advisor.models.design import Runlike
-from rayjob_advisor.models.evaluation import NotEnoughData
+from rayjob_advisor.models.evaluation import NotEnoughData, Runs
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, measured_accelerators, runs_on
 
 MIN_SLOPE_WORKER_COUNTS = 3
 """Distinct worker counts the new runs need before the factor may change with the worker count."""
+MIN_OWN_WORKER_COUNTS = splits.MIN_DISTINCT
+"""Distinct worker counts an accelerator's own runs need before its own model may be preferred to a transfer: the
+fewest for which its cross-validation holds out a worker count it did not fit on (``candidate_models``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +64,12 @@ class SpeedFactor:
 
 
 def _held_out_deviations(
-    workers: np.ndarray, sizes: np.ndarray, log_ratios: np.ndarray, sloped: bool
+    variables: dict[str, np.ndarray], log_ratios: np.ndarray, sloped: bool
 ) -> dict[str, np.ndarray]:
-    """Per split of the runs, ``log(measured / transferred)`` of each held-out run, its factor fitted without it."""
-    defined, skipped = splits.split_folds(workers, sizes)
+    """Per split of the runs (``variables``: what the splits cut on), ``log(measured / transferred)`` of each
+    held-out run, its factor fitted without it."""
+    workers = variables["workers"]
+    defined, skipped = splits.split_folds(variables)
     if not defined:
         raise NotEnoughData("too few runs to learn a speed factor: " + "; ".join(skipped.values()))
     return {
@@ -99,14 +104,12 @@ class TransferredModel(RuntimeModel):
 
     def fit(self, observations: Sequence[Observation]) -> TransferredModel:
         vars(self).update({name: value for name, value in vars(self.source).items() if name.endswith("_")})
-        workers = np.array([o.workers for o in observations], dtype=float)
-        sizes = np.array([o.dataset_size for o in observations], dtype=float)
-        measured = np.array([o.execution_seconds for o in observations], dtype=float)
-        log_ratios = np.log(measured / self.source.predict(observations))
-        choices = [False, True] if len(np.unique(workers)) >= MIN_SLOPE_WORKER_COUNTS else [False]
-        scored = {sloped: _held_out_deviations(workers, sizes, log_ratios, sloped) for sloped in choices}
+        runs = Runs.from_observations(observations)
+        log_ratios = np.log(runs.y / self.source.predict(observations))
+        choices = [False, True] if len(np.unique(runs.workers)) >= MIN_SLOPE_WORKER_COUNTS else [False]
+        scored = {sloped: _held_out_deviations(runs.variables(), log_ratios, sloped) for sloped in choices}
         sloped = min(choices, key=lambda choice: _mape(scored[choice]))  # no slope on a tie
-        self.factor_ = SpeedFactor.fit(workers, log_ratios, sloped)
+        self.factor_ = SpeedFactor.fit(runs.workers, log_ratios, sloped)
         self.deviations_ = np.sort(np.exp(np.concatenate(list(scored[sloped].values()))))
         self.cv_mape_ = _mape(scored[sloped])
         self.n_samples_ = len(observations)
@@ -139,15 +142,17 @@ def candidate_models(
     runs: Sequence[Observation], accelerator: str, source: RuntimeModel | None, source_accelerator: str | None
 ) -> tuple[list[RuntimeModel], list[str]]:
     """The models of ``accelerator``'s ``runs`` that can be fitted, its own first, then the source's transferred
-    with the factor learned from its own runs; and why the others cannot."""
+    with the factor learned from its own runs; and why the others cannot.
+
+    Its own model competes only where its runs span ``MIN_OWN_WORKER_COUNTS`` worker counts (or there is no
+    transfer): with fewer, its cross-validation has no worker extrapolation split, so its error says nothing of
+    how it scales, and the source's measured shape is the better evidence.
+    """
     own_runs = [run for run in runs if run.accelerator == accelerator]
+    counts = len({run.workers for run in own_runs})
     models: list[RuntimeModel] = []
     problems = []
-    fits: list[Callable[[], RuntimeModel]] = [
-        lambda: RuntimeModel().fit(runs),
-        lambda: _transferred(source, source_accelerator, own_runs),
-    ]
-    for fit in fits:
+    for fit in (lambda: RuntimeModel().fit(runs), lambda: _transferred(source, source_accelerator, own_runs)):
         try:
             model = fit()
         except (NotEnoughData, ValueError) as exc:
@@ -157,6 +162,10 @@ def candidate_models(
             models.append(model)
         else:
             problems.append(f"the cross-validated error is {model.cv_mape_}")
+    transferred = [model for model in models if isinstance(model, TransferredModel)]
+    if transferred and counts < MIN_OWN_WORKER_COUNTS:
+        problems.append(f"{accelerator}'s runs span {counts} worker counts: too few to see how it scales")
+        return transferred, problems
     return models, problems
 
 

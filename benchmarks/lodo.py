@@ -1,0 +1,119 @@
+"""Leave-one-dataset-out choice of the models' hyper-parameters: how each constant the code cites was chosen.
+
+For every setting of a grid (below), the advisor's model (``RuntimeModel().fit``) answers every question of
+``benchmarks.questions`` on every dataset of ``benchmarks.datasets``; a dataset's loss is its mean MAPE over its
+questions. Then, for each dataset in turn, the setting with the lowest mean loss over the *other* datasets is
+chosen and the left-out dataset's loss under it is reported: the figure a dataset nobody tuned on would see.
+A setting chosen for every left-out dataset alike is what the code uses; the table says whether it is.
+
+Grids (``--grid``):
+
+- ``prior``: ``combination.PRIOR`` (the candidates a kind of question leans on without evidence) x
+  ``combination.PRIOR_RUNS`` (how many held-out runs that lean counts as), for questions inside the profile and
+  for those beyond it.
+
+    .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
+from benchmarks import datasets, questions
+from benchmarks.questions import mape
+from rayjob_advisor.models import combination, evaluation
+from rayjob_advisor.models.estimators import CANDIDATES
+from rayjob_advisor.models.evaluation import NotEnoughData
+from rayjob_advisor.models.runtime import RuntimeModel
+
+Setting = tuple[tuple[str, object], ...]
+PRIORS: dict[str, dict[str, float]] = {
+    "sync-sgd": {"sync-sgd": 1.0},
+    "dataparallel": {"dataparallel": 1.0},
+    "sync-sgd+dataparallel": {"sync-sgd": 0.5, "dataparallel": 0.5},
+}
+BEYOND = ("workers", "size", "batch")
+GRIDS: dict[str, list[Setting]] = {
+    "prior": [
+        (("PRIOR", prior), ("inside", inside), ("beyond", beyond))
+        for prior, inside, beyond in itertools.product(
+            ("sync-sgd", "sync-sgd+dataparallel"), (0.0, 10.0, 100.0), (30.0, 100.0, 1e9)
+        )
+    ],
+}
+
+
+def apply(setting: Setting) -> None:
+    """Set the constants of one setting (in this process): ``PRIOR``, and ``PRIOR_RUNS`` of the kind ``inside``
+    and of the kinds beyond the profile."""
+    for name, value in setting:
+        if name == "PRIOR":
+            combination.PRIOR = PRIORS[str(value)]
+        else:
+            combination.PRIOR_RUNS = {
+                **combination.PRIOR_RUNS,
+                **{kind: float(str(value)) for kind in (BEYOND if name == "beyond" else (name,))},
+            }
+
+
+def losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float]]:
+    """One dataset's loss under every setting: its mean chosen MAPE over its questions. Each question's candidates
+    are cross-validated and fitted once; each setting combines them anew (``evaluation.combine``)."""
+    dataset, settings = job
+    runs = datasets.DATASETS[dataset]()
+    errors: list[list[float]] = [[] for _ in settings]
+    for ask in questions.QUESTIONS.values():
+        cut = ask(runs)
+        if isinstance(cut, str):
+            continue
+        profile = evaluation.Runs.from_observations(cut.train)
+        try:
+            validation = evaluation.cross_validate_candidates(profile, tuple(CANDIDATES))
+        except NotEnoughData:
+            continue
+        fitted = {name: CANDIDATES[name]().fit(profile.X, profile.y) for name in CANDIDATES}
+        actual = np.array([run.execution_seconds for run in cut.test])
+        for index, setting in enumerate(settings):
+            apply(setting)
+            model = RuntimeModel().fit_selection(cut.train, evaluation.combine(validation, fitted=fitted))
+            errors[index].append(mape(model.predict(cut.test), actual))
+    return dataset, [float(np.mean(found)) for found in errors]
+
+
+def describe(setting: Setting) -> str:
+    return ", ".join(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}" for name, value in setting)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grid", choices=GRIDS, default="prior")
+    parser.add_argument("--datasets", default=",".join(datasets.DATASETS))
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    settings = GRIDS[args.grid]
+    names = args.datasets.split(",")
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        table = dict(pool.map(losses, [(name, settings) for name in names]))
+    loss = np.array([table[name] for name in names])  # datasets x settings
+    print("| setting | mean MAPE over datasets |\n|---|---|")
+    for index, setting in enumerate(settings):
+        print(f"| {describe(setting)} | {100 * loss[:, index].mean():.1f} |")
+    print("\n| left out | chosen on the others | its MAPE then | its best setting's |\n|---|---|---|---|")
+    chosen = []
+    for row, name in enumerate(names):
+        others = np.delete(loss, row, axis=0).mean(axis=0)
+        pick = int(np.argmin(others))
+        chosen.append(pick)
+        print(f"| {name} | {describe(settings[pick])} | {100 * loss[row, pick]:.1f} | {100 * loss[row].min():.1f} |")
+    picks = {describe(settings[pick]) for pick in chosen}
+    print(f"\nthe same setting for every left-out dataset: {len(picks) == 1} ({'; '.join(sorted(picks))})")
+    print(f"mean left-out MAPE: {100 * np.mean([loss[row, pick] for row, pick in enumerate(chosen)]):.1f}")
+
+
+if __name__ == "__main__":
+    main()

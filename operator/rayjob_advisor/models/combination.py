@@ -1,0 +1,140 @@
+"""Candidates combined per kind of question: what a job is predicted with.
+
+No single candidate wins everywhere: a tree ensemble interpolates best and
+flatlines beyond the profile, Ernest extrapolates workers where it has no
+batch term, the synchronous data-parallel structures (``sync-sgd``,
+``dataparallel``) follow a step's physics. So the advisor does not bet a
+job on one of them. A question is of one of four kinds (``splits.QUESTIONS``):
+``inside`` the profile, or beyond it in ``workers``, ``size`` (dataset size
+x epochs) or per-worker ``batch`` (``design.Reach``); for each kind, the candidates
+are weighed by non-negative stacking on the held-out predictions of the
+splits that ask it (``splits.question``: fit on up to a quarter of the most
+workers and ask about the most, ...), the weights summing to one, so the
+combination is never outside the range of its members.
+
+Cross-validation cannot see what it has no runs for: with a dozen runs, or
+runs at one or two worker counts, the folds of a kind are few or missing.
+The stacking weights are therefore shrunk towards a prior, the structure
+of a synchronous data-parallel step (``PRIOR``), as if it had won
+``PRIOR_RUNS`` more held-out runs; a kind without any split gets the prior
+alone. Beyond the profile only the physically shaped candidates
+(``estimators.STRUCTURAL``) take part: a curve fitted inside the range is no
+evidence outside it.
+
+A candidate whose raw prediction of a row collapses (not finite, not
+positive or under the floor: ``predictor``) is left out of that row, its
+weight shared among the others; a row where every member collapses gets the
+prior's candidates, floored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import nnls
+from sklearn.base import RegressorMixin
+
+from rayjob_advisor.models import design
+from rayjob_advisor.models.design import Reach
+from rayjob_advisor.models.estimators import STRUCTURAL
+from rayjob_advisor.models.splits import QUESTIONS
+
+PRIOR: dict[str, float] = {"sync-sgd": 1.0}
+"""The weights a kind of question gets without evidence: the synchronous data-parallel step
+(``benchmarks.lodo`` chose it over ``dataparallel`` and mixtures, leave-one-dataset-out)."""
+PRIOR_RUNS: dict[str, float] = {"inside": 10.0, "workers": 1e9, "size": 1e9, "batch": 1e9}
+"""How many held-out runs the prior counts as, per kind of question (``benchmarks.lodo``, leave-one-dataset-out)."""
+_SUM_TO_ONE = 1e3
+"""Weight of the row that makes the stacking weights sum to one, against rows of relative error ~1."""
+
+
+def kinds(reach: Reach, X: np.ndarray) -> np.ndarray:
+    """Per row, which of ``QUESTIONS`` it asks (n x 4, booleans): beyond the profile in one or more, else inside."""
+    beyond = reach.beyond(X)
+    return np.column_stack([~np.any(beyond, axis=1), beyond])
+
+
+def stack(predicted: np.ndarray, actual: np.ndarray) -> np.ndarray:
+    """Non-negative weights, summing to one, of the columns of ``predicted`` that best fit ``actual`` in relative
+    squared error."""
+    relative = predicted / actual[:, None]
+    rows = np.vstack([relative, np.full(relative.shape[1], _SUM_TO_ONE)])
+    target = np.append(np.ones(len(actual)), _SUM_TO_ONE)
+    weights, _ = nnls(rows, target, maxiter=100 * relative.shape[1])
+    total = float(np.sum(weights))
+    return np.asarray(weights / total, dtype=float) if total > 0 else np.full(relative.shape[1], 1 / relative.shape[1])
+
+
+def prior_weights(names: Sequence[str]) -> np.ndarray:
+    """``PRIOR`` over ``names`` (equal weights among the extrapolating ones present where it names none)."""
+    weights = np.array([PRIOR.get(name, 0.0) for name in names], dtype=float)
+    if not weights.sum():
+        weights = np.array([name in STRUCTURAL for name in names], dtype=float)
+    return weights / weights.sum() if weights.sum() else np.full(len(names), 1 / len(names))
+
+
+def learn_weights(
+    names: Sequence[str], kind: str, predicted: np.ndarray, actual: np.ndarray, usable: np.ndarray
+) -> np.ndarray:
+    """The weights of one kind of question from held-out runs: stacked on the rows every allowed candidate
+    predicted without collapsing, shrunk towards the prior by ``PRIOR_RUNS`` (module docstring).
+
+    ``predicted``: n x len(names) held-out predictions; ``usable``: the same shape, False where one collapsed.
+    """
+    prior = prior_weights(names)
+    allowed = np.array([kind == "inside" or name in STRUCTURAL for name in names])
+    rows = np.all(usable[:, allowed], axis=1)
+    if not np.any(allowed) or not np.any(rows):
+        return prior
+    stacked = np.zeros(len(names))
+    stacked[allowed] = stack(predicted[np.ix_(rows, allowed)], actual[rows])
+    n, strength = float(np.sum(rows)), PRIOR_RUNS[kind]
+    return np.asarray((n * stacked + strength * prior) / (n + strength), dtype=float)
+
+
+def row_weights(weights: np.ndarray, kinds: np.ndarray, usable: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """Per row, the mean of its kinds' weights (``weights``: 4 x candidates), without the candidates that
+    collapsed on it (``usable`` False), renormalised; the prior's where none is left."""
+    per_row = (kinds.astype(float) @ weights) / np.sum(kinds, axis=1, keepdims=True)
+    per_row = np.where(usable, per_row, 0.0)
+    totals = per_row.sum(axis=1, keepdims=True)
+    return np.asarray(np.where(totals > 0, per_row / np.where(totals > 0, totals, 1.0), prior), dtype=float)
+
+
+class Combined(RegressorMixin):
+    """The candidates' fitted estimators weighed per kind of question (module docstring).
+
+    ``weights``: one row of weights per kind in ``QUESTIONS`` over ``names``; ``rate``: the floor's
+    seconds per sample (``predictor.marginal_rate``) below which a member has collapsed.
+    """
+
+    def __init__(
+        self, estimators: Mapping[str, RegressorMixin], weights: np.ndarray, reach: Reach, rate: float
+    ) -> None:
+        self.names = tuple(estimators)
+        self.estimators = dict(estimators)
+        self.weights = weights
+        self.reach = reach
+        self.rate = rate
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Combined:
+        """Already fitted: the members were fitted on all runs and the weights learned from their held-out runs."""
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        raw = np.column_stack([np.asarray(self.estimators[name].predict(X), dtype=float) for name in self.names])
+        floor = design.perfectly_scaled(X, self.rate)
+        usable = np.isfinite(raw) & (raw > 0) & (raw >= floor[:, None])
+        prior = prior_weights(self.names)
+        weights = row_weights(self.weights, kinds(self.reach, X), usable, prior)
+        floored = np.where(usable, raw, floor[:, None])
+        return np.asarray(np.sum(weights * floored, axis=1), dtype=float)
+
+    def describe(self) -> dict[str, dict[str, float]]:
+        """The weights per kind of question, the members with none left out (for ``evaluate`` and ``fit``)."""
+        return {
+            kind: {name: round(float(w), 3) for name, w in zip(self.names, row, strict=True) if w > 0}
+            for kind, row in zip(QUESTIONS, self.weights, strict=True)
+        }
