@@ -55,10 +55,8 @@ def apply(setting: Setting) -> None:
         if name == "PRIOR":
             combination.PRIOR = PRIORS[str(value)]
         else:
-            combination.PRIOR_RUNS = {
-                **combination.PRIOR_RUNS,
-                **{kind: float(str(value)) for kind in (BEYOND if name == "beyond" else (name,))},
-            }
+            runs = dict.fromkeys(BEYOND if name == "beyond" else (name,), float(str(value)))
+            combination.PRIOR_RUNS = {**combination.PRIOR_RUNS, **runs}
 
 
 def losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float]]:
