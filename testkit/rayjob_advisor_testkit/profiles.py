@@ -23,7 +23,7 @@ def sync_sgd_time(size: int, workers: int, batch: int, nodes: int, gpus: float =
     intra-node data parallelism does: twice the GPUs cost twice but are not twice as fast.
     """
     steps = math.ceil(size / batch)
-    compute = 0.02 + 0.004 * batch / workers / max(1.0, gpus) ** 0.8
+    compute: float = 0.02 + 0.004 * batch / workers / max(1.0, gpus) ** 0.8  # typeshed: float ** float may be complex
     sync = 0.0 if workers == 1 else 0.01 + 0.002 * (workers - 1) + (0.03 if nodes > 1 else 0.0)
     return 3.0 + steps * (compute + sync)
 
