@@ -12,6 +12,7 @@ from rayjob_advisor import contract as ann
 from rayjob_advisor import eta
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
+from rayjob_advisor_testkit.lifecycle import notes
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
 from rayjob_advisor_testkit.profiles import profiled_rayjob as job
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -135,10 +136,6 @@ def warnings(api: AdvisorEmulator, name: str, reason: str) -> list[dict]:
         for event in api.objects("events", "default")
         if event["involvedObject"]["name"] == name and event["reason"] == reason
     ]
-
-
-def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
-    return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
 
 
 def start(api: AdvisorEmulator, name: str, at: dt.datetime) -> None:

@@ -15,11 +15,11 @@ from rayjob_advisor import hooks, wiring
 from rayjob_advisor.application import Policy, advise
 from rayjob_advisor.config import OperatorConfig
 from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor_testkit.advice import NOW, applied, notes_of
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
-from rayjob_advisor_testkit.profiles import profile_manifest
+from rayjob_advisor_testkit.profiles import deadline_job, profile_manifest
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
-from test_advise import NOW, applied, deadline_job, notes_of
 
 BOTH = Policy(hooks=frozenset({"kueue", "karpenter"}))
 URL = "https://advisor-rayjob-advisor-progress.ops.svc/progress"

@@ -23,6 +23,7 @@ from rayjob_advisor import cli, kubectl_plugin, planner, prediction, profiles
 from rayjob_advisor import contract as ann
 from rayjob_advisor.features import features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor_testkit import lifecycle
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.paths import REPO
@@ -102,7 +103,7 @@ def submit(api: AdvisorEmulator, name: str, namespace: str = "default", **notes:
     api.create(rayjob)
 
     def annotations() -> dict[str, str] | None:
-        found = api.get("rayjobs", namespace, name)["metadata"].get("annotations", {})
+        found = lifecycle.notes(api, name, namespace)
         return found if ann.PREDICTION in found and ann.DEADLINE_STATUS in labels(api, name, namespace) else None
 
     return api.wait_until(annotations, 60)

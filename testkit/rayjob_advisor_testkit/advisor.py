@@ -31,7 +31,8 @@ def free_port() -> int:
     """A TCP port nobody listens on now (for the operator's webhook, metrics and liveness servers)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _accepting(port: int) -> bool:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from rayjob_advisor import contract as ann
 from rayjob_advisor import profiles
 from rayjob_advisor.observations import Observation
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -22,7 +23,7 @@ def sync_sgd_time(size: int, workers: int, batch: int, nodes: int, gpus: float =
     intra-node data parallelism does: twice the GPUs cost twice but are not twice as fast.
     """
     steps = math.ceil(size / batch)
-    compute = 0.02 + 0.004 * batch / workers / max(1.0, gpus) ** 0.8
+    compute: float = 0.02 + 0.004 * batch / workers / max(1.0, gpus) ** 0.8  # typeshed: float ** float may be complex
     sync = 0.0 if workers == 1 else 0.01 + 0.002 * (workers - 1) + (0.03 if nodes > 1 else 0.0)
     return 3.0 + steps * (compute + sync)
 
@@ -108,3 +109,19 @@ def profiled_rayjob(name: str, **notes: str) -> dict[str, Any]:
     )  # fmt: skip
     body["metadata"]["name"] = name
     return body
+
+
+def deadline_job(
+    mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, count: int | None = None, **notes: str
+) -> dict[str, Any]:
+    """A RayJob of the synthetic ``WORKLOAD`` (16000 samples, global batch 64, 1 epoch) with a deadline and ``mode``,
+    whose script reads ``NUM_WORKERS`` (``count``, by default one per pod): the deadline tests' job."""
+    return make_rayjob(
+        annotations={
+            ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.EPOCHS: "1",
+            ann.DEADLINE: deadline, ann.MODE: mode, **notes,
+        },
+        groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)],
+        suspend=suspend,
+        runtimeEnvYAML=f"env_vars:\n  NUM_WORKERS: '{count or replicas}'\n",
+    )  # fmt: skip
