@@ -10,10 +10,10 @@ import sys
 import pytest
 import yaml
 
-from rayjob_advisor import cli
 from rayjob_advisor import contract as ann
-from rayjob_advisor.cli import main
-from rayjob_advisor.config import load_config
+from rayjob_advisor.cli import verbs
+from rayjob_advisor.cli.verbs import main
+from rayjob_advisor.kube.config import load_config
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import write_observations
@@ -191,7 +191,7 @@ def test_run_takes_repeated_shared_profile_namespaces(capsys, monkeypatch):
         seen.update(flags)
         return load_config({**flags, "role": "webhook"})
 
-    monkeypatch.setattr(cli, "load_config", load)
+    monkeypatch.setattr(verbs, "load_config", load)
     status, _, err = run(capsys, "run", "--shared-profile-namespace", "platform", "--shared-profile-namespace", "ml")
     assert status == 2 and "tls_cert_file" in err and seen["shared_profile_namespaces"] == ["platform", "ml"]
 
