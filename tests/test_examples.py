@@ -151,7 +151,7 @@ def measured_seconds(model: str, placement: str, local_batch: int, samples: int)
 def test_predict_on_the_gpu_example_shows_the_measured_scaling_out_of_the_box(capsys):
     assert main(["predict", "-f", str(REPO / "examples" / "rayjob-pollux-imagenet.yaml"), "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["prediction"]["profile"] == "pollux-imagenet"
+    assert document["prediction"]["profile"] == "shipped/pollux-imagenet"  # as the operator names it
     used = document["prediction"]["features"]
     assert (used["placement"], used["batch_held"], used["batch_size_per_worker"]) == ("spread", "per-worker", 200)
     rows = {row["replicas"]: row for row in document["what_if"]}
