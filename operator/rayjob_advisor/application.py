@@ -158,9 +158,9 @@ def forecast(
     job = features_from_rayjob(body, inputs)
     prediction.require_predictable(job)
     fitted = profiles.fitted(rayjob.namespace, inputs.workload, job.accelerator)
-    result, plan = prediction.forecast(
-        body, inputs, job, fitted.model, fitted.label, policy.prices, now, assumed_accelerator=fitted.choice.assumed
-    )
+    result = prediction.predict(job, fitted.model, fitted.label, inputs.confidence, now, fitted.choice.assumed)
+    deadline = rayjob.deadline(inputs, now)  # a duration counts from creation; at admission, from now
+    plan = planner.recommend(job, fitted.model, deadline, now, inputs.confidence, policy.prices) if deadline else None
     startup = float(fitted.model.startup([job])[0])
     seen = Forecast(
         inputs=inputs, job=job, profile=fitted.label, model=fitted.model, choice=fitted.choice, prices=policy.prices,

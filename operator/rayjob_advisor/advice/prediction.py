@@ -109,29 +109,6 @@ def predict(
     )
 
 
-def forecast(
-    rayjob: Mapping[str, Any],
-    inputs: contract.AdvisorInputs,
-    job: Features,
-    model: RuntimeModel,
-    profile: str,
-    prices: planner.Prices,
-    now: dt.datetime,
-    assumed_accelerator: str | None = None,
-) -> tuple[Prediction, planner.Recommendation | None]:
-    """The prediction and, when the RayJob has a deadline, the plan (the CLI and the operator share it).
-
-    A deadline given as a duration counts from ``metadata.creationTimestamp``;
-    at admission the API server has not set it yet, and it counts from now.
-    """
-    result = predict(job, model, profile, inputs.confidence, now, assumed_accelerator)
-    deadline = RayJob(rayjob).deadline(inputs, now)
-    if deadline is None:
-        return result, None
-    plan = planner.recommend(job, model, deadline, now, inputs.confidence, prices)
-    return result, plan
-
-
 def what_if(
     job: Features,
     model: RuntimeModel,

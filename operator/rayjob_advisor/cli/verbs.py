@@ -363,10 +363,10 @@ def _predict(args: argparse.Namespace) -> None:
     config = settings(advice_config)
     policy = config.policy({}).model_copy(update={"default_workload": args.workload or config.default_workload})
     source = _RunsFile(args) if args.data else ProfileStore(fits_when_asked=True)
+    now = contract.now()
     try:
-        seen = application.forecast(
-            rayjob, source, policy=policy, may_resize=RayJob(rayjob).hold is not None, now=contract.now()
-        )
+        held = RayJob(rayjob).hold is not None
+        seen = application.forecast(rayjob, source, policy=policy, may_resize=held, now=now)
     except (AttributeError, TypeError, KeyError, IndexError) as exc:  # a field of the wrong type in the spec
         raise UsageError(
             f"{args.filename}: not a RayJob KubeRay's CRD accepts ({type(exc).__name__}: {exc}); "
@@ -395,7 +395,7 @@ def _predict(args: argparse.Namespace) -> None:
         )
         with _enough_runs():
             compared, missing = prediction.compare_accelerators(
-                rayjob, seen.inputs, seen.job, observations, args.accelerators, policy.prices, seen.prediction.time,
+                rayjob, seen.inputs, seen.job, observations, args.accelerators, policy.prices, now,
                 {seen.choice.used: seen.model},
             )  # fmt: skip
         document["accelerators"] = {"what_if": [row.model_dump() for row in compared], "missing": missing}

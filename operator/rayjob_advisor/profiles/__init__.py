@@ -1,7 +1,8 @@
 """Runtime profiles: the runs of each workload, the model fitted on them, and where they come from and go.
 
-``store`` holds the profiles the operator predicts from (one frozen fit
-each); ``refitter`` fits them off the request path; ``codec`` reads and
-writes RuntimeProfile objects; ``shipped`` is the embedded data (``data/``);
-``history`` bounds the runs learned from finished jobs.
+``profile``: one workload's runs and its fit (one frozen record at a time);
+``store``: the profiles a job may use, and what is left to fit and publish;
+``refitter``: fits them off the request path; ``codec``: RuntimeProfile
+objects; ``shipped``: the embedded profiles (``data/``); ``history``: the
+bounded runs learned from finished jobs.
 """
