@@ -89,6 +89,8 @@ def kubectl(live: RunningAdvisor, tmp_path_factory: pytest.TempPathFactory) -> K
         "HOME": str(home),  # kubectl's discovery cache
         "KUBECONFIG": str(config),
         "PYTHONPATH": str(pathlib.Path(rayjob_advisor.__file__).parents[1]),  # this checkout's package
+        # OpenBLAS's kernel choice, as this process has it: another kernel may select another model
+        **{key: value for key, value in os.environ.items() if key.startswith("OPENBLAS_")},
     }
 
     def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:

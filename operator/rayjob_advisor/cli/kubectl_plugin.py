@@ -348,7 +348,7 @@ def _namespace_labels(cluster: Cluster, namespace: str) -> dict[str, str]:
         if exc.status in (403, 404):
             return {}
         raise
-    return dict(found.metadata.labels or {})
+    return dict((found.metadata.labels if found.metadata else None) or {})
 
 
 def _server_error(exc: kubernetes.client.ApiException) -> str:

@@ -105,6 +105,10 @@ class Profile:
         return list(self._seed)
 
     @property
+    def learned(self) -> list[Observation]:
+        return list(self._learned)
+
+    @property
     def observations(self) -> list[Observation]:
         return [*self._seed, *self._learned]
 
