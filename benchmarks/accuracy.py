@@ -25,7 +25,7 @@ import time
 from collections import Counter
 
 from benchmarks.pollux import DEFAULT_POLLUX, MODELS, pollux_observations
-from rayjob_advisor.cli import evaluation_table
+from rayjob_advisor.cli.tables import evaluation_table
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.runtime import RuntimeModel
 

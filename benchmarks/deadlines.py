@@ -77,10 +77,11 @@ import kopf
 import numpy as np
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import planner, profiles
-from rayjob_advisor.features import Features, features_from_rayjob
+from rayjob_advisor.advice import planner
+from rayjob_advisor.advice.features import Features, features_from_rayjob
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, read_observations
+from rayjob_advisor.profiles.shipped import shipped_data
 from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -128,7 +129,7 @@ def record(
 
 
 def replay(deadlines_per_size: int, regime: str) -> None:
-    runs, _ = read_observations(profiles.shipped_data(WORKLOAD))
+    runs, _ = read_observations(shipped_data(WORKLOAD))
     repeat_of = lambda o: int(o.source.rsplit(":r", 1)[1])  # noqa: E731
     workers = sorted({o.workers for o in runs})
     cpus = runs[0].cpus_per_worker
@@ -197,7 +198,7 @@ class PolluxProfile:
 
     @classmethod
     def shipped(cls, model: str) -> PolluxProfile:
-        runs, _ = read_observations(profiles.shipped_data(f"pollux-{model}"))
+        runs, _ = read_observations(shipped_data(f"pollux-{model}"))
         steps = {configuration(run): run.execution_seconds / steps_of(run) for run in runs}
         return cls(f"pollux-{model}", runs, steps, max(run.dataset_size for run in runs))
 

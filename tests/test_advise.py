@@ -13,9 +13,12 @@ import pytest
 import yaml
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import features, planner, prediction, profiles
-from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
-from rayjob_advisor.config import OperatorConfig, load_config
+from rayjob_advisor.advice import features, planner, prediction
+from rayjob_advisor.application import Advice, Policy, advise
+from rayjob_advisor.errors import ProfileNotReady
+from rayjob_advisor.kube.config import OperatorConfig, load_config
+from rayjob_advisor.kuberay.training import TrainingCount
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.advice import NOW, applied, notes_of
 from rayjob_advisor_testkit.profiles import deadline_job, fitted_store, synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
@@ -92,7 +95,7 @@ def test_default_workload_applies_to_jobs_that_name_none(store):
 
 
 def test_a_profile_still_being_fitted_is_not_an_error():
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     store.put("default", "p", "synthetic", synthetic_observations(), [])
     rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10"})
     with pytest.raises(ProfileNotReady, match="default/synthetic is being fitted"):
@@ -170,7 +173,7 @@ def test_enforce_never_resizes_on_a_missing_input_and_says_which_annotation_to_a
 # Every KubeRay sample as a new user submits it: a workload and a dataset size, nothing else, in enforce mode.
 @pytest.fixture(scope="module")
 def shipped_store():
-    store = profiles.ProfileStore()
+    store = ProfileStore()
     store.find("default", "digits-cnn").fit()
     return store
 
@@ -372,7 +375,7 @@ def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name,
     assert json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])["training"]["workers"] == training.count
 
 
-def training_count_in(rayjob: dict, training: features.TrainingCount) -> str:
+def training_count_in(rayjob: dict, training: TrainingCount) -> str:
     """The worker count where ``training`` found it, read here without the advisor's code."""
     spec = rayjob["spec"]
     if training.place == "runtimeEnvYAML":

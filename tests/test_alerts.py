@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from rayjob_advisor.metrics import Metrics
+from rayjob_advisor.kube.metrics import Metrics
 from rayjob_advisor_testkit.chart import by_kind, render
 from rayjob_advisor_testkit.paths import REPO
 from rayjob_advisor_testkit.prometheus import exported_series

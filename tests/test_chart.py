@@ -15,7 +15,7 @@ from cryptography import x509
 from kubernetes_validate.utils import latest_version
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor.config import load_config
+from rayjob_advisor.kube.config import load_config
 from rayjob_advisor_testkit import schemas
 from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.chart import by_kind, render

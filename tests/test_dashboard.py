@@ -10,7 +10,7 @@ import re
 import yaml
 
 from benchmarks import dashboard_picture
-from rayjob_advisor.metrics import ADMISSION_BUCKETS, ERROR_BUCKETS
+from rayjob_advisor.kube.metrics import ADMISSION_BUCKETS, ERROR_BUCKETS
 from rayjob_advisor_testkit import prometheus
 from rayjob_advisor_testkit.prometheus import DASHBOARD, exported_series
 

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import eta
+from rayjob_advisor.advice import eta
+from rayjob_advisor.errors import NotRefinable
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.lifecycle import notes
@@ -119,11 +120,11 @@ def test_a_report_must_be_consistent_and_for_a_running_predicted_job():
         eta.Report(namespace="default", name="train", done=5, total=4)
     waiting = running()
     waiting["status"] = {"jobDeploymentStatus": "Initializing"}
-    with pytest.raises(eta.NotRefinable, match="not running"):
+    with pytest.raises(NotRefinable, match="not running"):
         eta.refine(waiting, report(1), START)
     unpredicted = running()
     del unpredicted["metadata"]["annotations"][ann.PREDICTION]
-    with pytest.raises(eta.NotRefinable, match="no prediction"):
+    with pytest.raises(NotRefinable, match="no prediction"):
         eta.refine(unpredicted, report(1), START)
 
 

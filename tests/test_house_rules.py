@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from rayjob_advisor import handlers, webhook, wiring
+from rayjob_advisor.kube import handlers, webhook, wiring
 
 APPLYING = {"predict": 12, "admit": 12}  # the handlers that only apply application.advise()
 ANY_HANDLER = 20

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import wiring
+from rayjob_advisor.kube import wiring
 from rayjob_advisor_testkit.advisor import RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.lifecycle import finish, learned, notes, wait_for_note
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest

@@ -20,9 +20,11 @@ from contextlib import AbstractContextManager
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rayjob_advisor import __version__, application, history, kubeapi
+from rayjob_advisor import __version__, application
 from rayjob_advisor import contract as ann
+from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.observations import Observation
+from rayjob_advisor.profiles import history
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.lifecycle import finish, learned, notes, wait_for_note
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs

@@ -11,11 +11,12 @@ import pytest
 
 from benchmarks import deadlines
 from rayjob_advisor import contract as ann
-from rayjob_advisor import planner, profiles
-from rayjob_advisor.features import Features, features_from_rayjob
+from rayjob_advisor.advice import planner
+from rayjob_advisor.advice.features import Features, features_from_rayjob
 from rayjob_advisor.models.predictor import Estimates
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import read_observations
+from rayjob_advisor.profiles.shipped import shipped_data
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
@@ -308,7 +309,7 @@ def test_a_profile_that_fixed_gpus_never_changes_them():
 # The planner on a real fitted model: the shipped Pollux ResNet-50 profile (T4, 1-16 GPUs over 1-4 nodes).
 @pytest.fixture(scope="module")
 def imagenet() -> RuntimeModel:
-    return RuntimeModel().fit(read_observations(profiles.shipped_data("pollux-imagenet"))[0])
+    return RuntimeModel().fit(read_observations(shipped_data("pollux-imagenet"))[0])
 
 
 def imagenet_job() -> Features:

@@ -16,7 +16,8 @@ import pytest
 import ray.cloudpickle
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import hooks, kubeapi
+from rayjob_advisor.kube import kubeapi
+from rayjob_advisor.kuberay import hooks
 from rayjob_advisor.profiling.progress import AdvisorProgress
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import kubeapi
+from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor_testkit import emulator
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, free_port, running_advisor

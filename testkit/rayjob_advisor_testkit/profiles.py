@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import profiles
 from rayjob_advisor.observations import Observation
+from rayjob_advisor.profiles.codec import runtime_profile_manifest
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 WORKLOAD = "synthetic"
@@ -83,19 +84,17 @@ def small_profile_runs() -> list[Observation]:
     ]
 
 
-def fitted_store(runs: list[Observation]) -> profiles.ProfileStore:
+def fitted_store(runs: list[Observation]) -> ProfileStore:
     """A store of ``runs`` alone (no shipped profile), fitted as default/``WORKLOAD``: what ``advise`` is given by
     the tests that run no operator."""
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     store.put("default", WORKLOAD, WORKLOAD, runs, []).fit()
     return store
 
 
 def profile_manifest(runs: list[Observation] | None = None, workload: str = WORKLOAD) -> dict[str, Any]:
     """A RuntimeProfile in namespace default, of ``runs`` (default: ``small_profile_runs``)."""
-    manifest: dict[str, Any] = profiles.runtime_profile_manifest(
-        workload, small_profile_runs() if runs is None else runs
-    )
+    manifest: dict[str, Any] = runtime_profile_manifest(workload, small_profile_runs() if runs is None else runs)
     return {**manifest, "metadata": {**manifest["metadata"], "namespace": "default"}}
 
 

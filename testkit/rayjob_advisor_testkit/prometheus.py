@@ -15,7 +15,7 @@ import shutil
 import sys
 from typing import Literal
 
-from rayjob_advisor.metrics import Metrics
+from rayjob_advisor.kube.metrics import Metrics
 from rayjob_advisor_testkit.paths import CHART
 
 DASHBOARD = CHART / "dashboards" / "rayjob-advisor.json"
