@@ -9,7 +9,10 @@ slowest) or "tight" (within 15 % of the fastest). Three
 policies choose the worker count: the planner (cheapest whose 0.9 upper
 bound plus its own expected start-up fits), an oracle that knows the true runtimes
 (cheapest that truly fits, else the fastest), and the jobs as submitted. The
-script prints each policy's deadline-hit rate and the worker-seconds spent.
+script prints each policy's deadline-hit rate and the worker-seconds spent,
+and the planner's false claims: plans that said the size meets the deadline
+(``meetsDeadline``, what ``enforce`` acts on) while its true runtime exceeds the
+time left, as a share of all plans (an honest "misses" is no false claim).
 
 GPU scaling on the six shipped Pollux profiles (T4, 4 GPUs per node, every
 placement of 1-16 GPUs over 1-4 nodes, measured at several per-GPU
@@ -43,7 +46,7 @@ loose or tight as above, from the job's candidates' true runtimes. The
 planner (``planner.recommend`` on the Features of a real RayJob manifest),
 the oracle (fewest GPU-seconds that truly fit, else the fastest) and the
 job as submitted are scored per (workload, placement, regime) and overall:
-deadline hits and GPU-seconds against the oracle's. ``ceiling``: the hits
+deadline hits and GPU-seconds against the oracle's, and the planner's false claims. ``ceiling``: the hits
 of the size fastest by the trend (``RuntimeModel.trend``) of a model fitted
 on every run of the profile, the judged ones included, anchored on none —
 what a model knows that saw the whole sweep but not each measurement's own
@@ -71,7 +74,7 @@ import datetime as dt
 import math
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import kopf
 import numpy as np
@@ -104,11 +107,11 @@ REGIMES = {  # where deadlines are drawn, relative to the true runtimes of a job
 }
 
 
-Tally = dict[str, dict[str, float]]  # policy -> hits, jobs, resource-seconds
+Tally = dict[str, dict[str, float]]  # policy -> hits, jobs, resource-seconds, false claims
 
 
 def new_tally() -> Tally:
-    return collections.defaultdict(lambda: {"hits": 0.0, "jobs": 0.0, "cost": 0.0})
+    return collections.defaultdict(lambda: {"hits": 0.0, "jobs": 0.0, "cost": 0.0, "false claims": 0.0})
 
 
 def oracle(sizes: Sequence[int], totals: dict[int, float], left: float) -> int:
@@ -118,13 +121,29 @@ def oracle(sizes: Sequence[int], totals: dict[int, float], left: float) -> int:
 
 
 def record(
-    tally: Tally, chosen_by: Sequence[tuple[str, int]], totals: dict[int, float], left: float, per_size: float = 1.0
+    tally: Tally,
+    chosen_by: Sequence[tuple[str, int]],
+    totals: dict[int, float],
+    left: float,
+    per_size: float = 1.0,
+    claims: Mapping[str, bool] | None = None,
 ) -> None:
-    """Each policy's job: a hit when its size truly fits, and its cost, size x ``per_size`` x true seconds."""
+    """Each policy's job: a hit when its size truly fits, and its cost, size x ``per_size`` x true seconds.
+
+    ``claims``: whether a policy said its size meets the deadline (the planner's ``meets_deadline``); a claim
+    is false when the size truly misses — the figure a user who trusts ``enforce`` pays for.
+    """
     for name, chosen in chosen_by:
+        missed = totals[chosen] > left
         tally[name]["jobs"] += 1
-        tally[name]["hits"] += totals[chosen] <= left
+        tally[name]["hits"] += not missed
         tally[name]["cost"] += chosen * per_size * totals[chosen]
+        tally[name]["false claims"] += missed and bool(claims and claims.get(name))
+
+
+def share(tally: Tally, name: str, key: str) -> float:
+    """A policy's count per job: its hit rate, or its false claims as a share of its plans."""
+    return tally[name][key] / tally[name]["jobs"]
 
 
 def replay(deadlines_per_size: int, regime: str) -> None:
@@ -153,14 +172,16 @@ def replay(deadlines_per_size: int, regime: str) -> None:
                     ("oracle", oracle(workers, totals, left)),
                     ("as submitted", submitted),
                 )
-                record(results, chosen_by, totals, left, cpus)
+                record(results, chosen_by, totals, left, cpus, claims={"planner": plan.meets_deadline})
     oracle_cost = results["oracle"]["cost"]
     print(
         f"\n{regime} deadlines: {int(results['planner']['jobs'])} jobs over the shipped profile ({len(runs)} real runs)"
     )
-    print(f"{'policy':<14} {'deadline hits':>13} {'worker-seconds':>15} {'vs oracle':>10}")
+    print(f"{'policy':<14} {'deadline hits':>13} {'worker-seconds':>15} {'vs oracle':>10} {'false claims':>13}")
     for policy, r in results.items():
-        print(f"{policy:<14} {r['hits'] / r['jobs']:>13.1%} {r['cost']:>15.1f} {r['cost'] / oracle_cost - 1:>+10.1%}")
+        claims = f"{share(results, policy, 'false claims'):>13.1%}" if policy == "planner" else f"{'-':>13}"
+        hits, cost = share(results, policy, "hits"), r["cost"]
+        print(f"{policy:<14} {hits:>13.1%} {cost:>15.1f} {cost / oracle_cost - 1:>+10.1%} {claims}")
 
 
 # GPU scaling on the shipped Pollux profiles (module docstring).
@@ -296,7 +317,7 @@ def gpu_replay(
                 ("as submitted", submitted),
                 ("ceiling", gpus[int(np.argmin(trend))]),
             )
-            record(tally, chosen_by, totals, left)
+            record(tally, chosen_by, totals, left, claims={"planner": plan.meets_deadline})
     return results
 
 
@@ -307,14 +328,19 @@ def add(into: Tally, tally: Tally) -> None:
 
 
 def scores(tally: Tally) -> str:
-    """Hit rate and GPU-seconds against the oracle of the planner and of the jobs as submitted; the ceiling's hits."""
+    """Hit rate and GPU-seconds against the oracle of the planner and of the jobs as submitted, the planner's false
+    claims, the ceiling's hits (``HEADER``)."""
     oracle = tally["oracle"]["cost"]
-    cells = [
-        f"{tally[name]['hits'] / tally[name]['jobs']:>7.1%} {tally[name]['cost'] / oracle - 1:>+9.1%}"
+    planned, submitted = (
+        f"{share(tally, name, 'hits'):>7.1%} {tally[name]['cost'] / oracle - 1:>+9.1%}"
         for name in ("planner", "as submitted")
-    ]
-    ceiling = tally["ceiling"]["hits"] / tally["ceiling"]["jobs"]
-    return f"{int(tally['planner']['jobs']):>5} " + "   ".join(cells) + f"   {ceiling:>7.1%}"
+    )
+    false_claims = share(tally, "planner", "false claims")
+    ceiling = share(tally, "ceiling", "hits")
+    return f"{int(tally['planner']['jobs']):>5} {planned} {false_claims:>12.1%}   {submitted}   {ceiling:>7.1%}"
+
+
+HEADER = f"{'jobs':>5} {'planner hits, GPU-s, false claims':>34}   {'as submitted':>17}   {'ceiling':>7}"
 
 
 HOLDOUTS = {
@@ -343,10 +369,7 @@ def gpu_replays(models: Sequence[str], batches: int, jobs: int, holdout: str) ->
             for regime, tally in per_regime.items():
                 where = f"{profile.workload} {policy} b={','.join(str(b) for b in chosen)}"
                 rows[regime].append(f"{where:<44} {scores(tally)}")
-    header = (
-        f"{'workload, placement, per-GPU batches':<44} {'jobs':>5} {'planner hits, GPU-s':>19}   {'as submitted':>17}"
-        f"   {'ceiling':>7}"
-    )
+    header = f"{'workload, placement, per-GPU batches':<44} {HEADER}"
     for regime, lines in rows.items():
         held_out = HOLDOUTS[holdout]
         print(f"\nGPU scaling, {regime} deadlines (GPU-seconds vs the oracle; held out: {held_out})")
@@ -355,7 +378,7 @@ def gpu_replays(models: Sequence[str], batches: int, jobs: int, holdout: str) ->
     print(f"\noverall ({time.perf_counter() - started:.0f} s)")
     print(header)
     for (policy, regime), tally in sorted(overall.items(), key=lambda item: (item[0][1], item[0][0])):
-        hits = tally["planner"]["hits"] / tally["planner"]["jobs"]
+        hits = share(tally, "planner", "hits")
         extra = tally["planner"]["cost"] / tally["oracle"]["cost"] - 1
         least, most = TARGETS[regime]
         verdict = "meets" if hits >= least and extra <= most else "MISSES"

@@ -369,3 +369,15 @@ def test_the_strict_gpu_replay_holds_out_every_run_at_the_jobs_batch():
     training = profile.training_runs("packed", 200, holdout="batch")
     assert all(deadlines.configuration(run)[1] != 200 for run in training)
     assert len(training) == len(profile.runs) - 108  # every placement of 1-16 GPUs over 1-4 nodes was run at 200
+
+
+def test_the_replay_counts_a_claim_as_false_only_when_the_claimed_size_truly_misses():
+    totals = {1: 100.0, 2: 60.0, 4: 40.0}  # true seconds per size; 70 s left: 2 and 4 fit, 1 misses
+    tally = deadlines.new_tally()
+    plans = [(1, True), (2, True), (1, False), (4, True)]  # (size, said it meets the deadline)
+    for size, claim in plans:
+        deadlines.record(tally, [("planner", size), ("oracle", 2)], totals, 70.0, claims={"planner": claim})
+    assert tally["planner"]["false claims"] == 1  # 1 said "meets" and missed; the honest miss is no false claim
+    assert tally["planner"]["hits"] == 2 and tally["planner"]["jobs"] == 4
+    assert tally["oracle"]["false claims"] == 0  # the oracle claims nothing
+    assert deadlines.share(tally, "planner", "false claims") == pytest.approx(0.25)
