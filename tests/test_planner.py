@@ -381,3 +381,24 @@ def test_the_replay_counts_a_claim_as_false_only_when_the_claimed_size_truly_mis
     assert tally["planner"]["hits"] == 2 and tally["planner"]["jobs"] == 4
     assert tally["oracle"]["false claims"] == 0  # the oracle claims nothing
     assert deadlines.share(tally, "planner", "false claims") == pytest.approx(0.25)
+
+
+def test_the_per_size_replay_holds_out_one_placement_of_the_most_measured_batch_per_model():
+    profile = deadlines.PolluxProfile.shipped("imagenet")
+    batch = profile.most_measured("packed")
+    assert batch == 81  # the middle of the 8 batches run at all 108 placements
+    for gpus, expected in ((6, "24"), (16, "4444")):
+        training = profile.training_runs("packed", batch, fold=gpus % deadlines.MAX_GPUS, folds=deadlines.MAX_GPUS)
+        seen = {deadlines.configuration(run) for run in training}
+        assert {deadlines.configuration(run) for run in profile.runs} - seen == {(expected, batch)}
+
+
+def test_the_per_size_replay_asks_each_size_of_the_model_that_lacks_it():
+    predictor = deadlines.PerSize({6: AmdahlModel(serial=600.0), 0: AmdahlModel(serial=6000.0)}, deadlines.MAX_GPUS)
+    sizes = [job(replicas=16, high=16), job(replicas=6, high=16)]
+    estimates = predictor.estimate(sizes, 0.9, [7000.0, 7000.0])
+    assert list(estimates.p50) == pytest.approx([6000.0 + 3600.0 / 16, 600.0 + 3600.0 / 6])
+    assert list(estimates.upper) == pytest.approx([1.2 * 6225.0, 1.2 * 1200.0])
+    assert estimates.probability[0] < 0.9 < estimates.probability[1]
+    assert predictor.estimate(sizes, 0.9).probability is None
+    assert predictor.startup(sizes) == [60.0, 60.0]
