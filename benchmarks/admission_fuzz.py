@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor.admission import ANNOTATIONS_LIMIT, MAX_REQUEST_BYTES, annotations_size
+from rayjob_advisor.kube.admission import ANNOTATIONS_LIMIT, MAX_REQUEST_BYTES, annotations_size
 from rayjob_advisor_testkit.admission import Webhook
 from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest

@@ -20,8 +20,8 @@ import kopf
 import numpy as np
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import profiles
 from rayjob_advisor.application import Policy, advise
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     args = parser.parse_args()
 
-    store = profiles.ProfileStore()
+    store = ProfileStore()
     profile = store.find("default", WORKLOAD)
     profile.fit()
     jobs = rayjobs(1000)

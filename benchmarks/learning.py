@@ -34,9 +34,12 @@ import threading
 import time
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import history, kubeapi, profiles
+from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
+from rayjob_advisor.profiles import history
+from rayjob_advisor.profiles.codec import observations_from_k8s
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, sync_sgd_time
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 from rayjob_advisor_testkit.resources import AdvisorEmulator
@@ -78,7 +81,7 @@ def learned_count(api: AdvisorEmulator) -> int:
 
 def direct(api: AdvisorEmulator, jobs: int, threads: int) -> None:
     kube = kubeapi.client(api.url)
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     store.put("default", WORKLOAD, WORKLOAD, [], [])  # what append_observation resolves: the profile's name
 
     def append(index: int) -> bool:
@@ -176,7 +179,7 @@ def measure(api: AdvisorEmulator, pid: int, args: argparse.Namespace) -> None:
         expected = [f"rayjob:{job['metadata']['uid']}:0" for job in jobs]
     missing = len(set(expected[-history.MAX_SOURCES :]) - set(keys))
     workload_runs = [*(body["spec"].get("observations") or []), *status["observations"]]
-    runs = profiles.observations_from_k8s(WORKLOAD, workload_runs)
+    runs = observations_from_k8s(WORKLOAD, workload_runs)
     fit_began = time.perf_counter()
     RuntimeModel().fit(runs)
     fit_seconds = time.perf_counter() - fit_began

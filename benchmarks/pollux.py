@@ -17,7 +17,7 @@ epoch over a dataset:
 
 ``scalability.csv`` (6-16 nodes, per-node split not recorded) is left out.
 
-The six shipped profiles ``operator/rayjob_advisor/data/pollux-<model>.csv``
+The six shipped profiles ``operator/rayjob_advisor/profiles/data/pollux-<model>.csv``
 are this conversion, with provenance comments; regenerate them with
 
     .venv/bin/python -m benchmarks.pollux --shipped [--pollux-dir ../shared/datasets/pollux]
@@ -31,8 +31,8 @@ import math
 import pathlib
 import zlib
 
-from rayjob_advisor import profiles
 from rayjob_advisor.observations import Observation, write_observations
+from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 from rayjob_advisor_testkit.paths import POLLUX, require_shared
 
 # Training-set sizes (samples) of the Pollux workloads (Pollux paper, Table 1).
@@ -110,7 +110,7 @@ def provenance(model: str) -> list[str]:
     ]
 
 
-def write_shipped(pollux_dir: pathlib.Path, data_dir: pathlib.Path = profiles.SHIPPED_DATA) -> list[pathlib.Path]:
+def write_shipped(pollux_dir: pathlib.Path, data_dir: pathlib.Path = SHIPPED_DATA) -> list[pathlib.Path]:
     """Write the six shipped profiles ``pollux-<model>.csv`` into ``data_dir``."""
     paths = []
     for model in MODELS:

@@ -15,7 +15,7 @@ import pathlib
 import numpy as np
 
 from rayjob_advisor.observations import CONFIGURATION_FIELDS, read_observations
-from rayjob_advisor.profiles import shipped_data
+from rayjob_advisor.profiles.shipped import shipped_data
 
 CONFIGURATION = (*CONFIGURATION_FIELDS, "nodes")
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from rayjob_advisor import profiles
 from rayjob_advisor.observations import Observation, write_observations
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit import paths, prometheus
 from rayjob_advisor_testkit.profiles import fitted_store, synthetic_observations
 
@@ -28,7 +28,7 @@ def synthetic() -> list[Observation]:
 
 
 @pytest.fixture(scope="module")
-def store() -> profiles.ProfileStore:
+def store() -> ProfileStore:
     """The synthetic runs' profile (default/synthetic), fitted: the store of the tests of ``advise``."""
     return fitted_store(synthetic_observations())
 

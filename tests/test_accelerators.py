@@ -12,11 +12,12 @@ import pytest
 import yaml
 
 from benchmarks.sia import sia_observations
-from rayjob_advisor import completions, features, history, planner, profiles
 from rayjob_advisor import contract as ann
-from rayjob_advisor.application import Policy, ProfileNotReady, advise
-from rayjob_advisor.cli import main
-from rayjob_advisor.config import load_config, load_prices
+from rayjob_advisor.advice import completions, features, planner
+from rayjob_advisor.application import Policy, advise
+from rayjob_advisor.cli.verbs import main
+from rayjob_advisor.errors import AnnotationError, ProfileNotReady
+from rayjob_advisor.kube.config import advice_config, load_config
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.models.transfer import TransferredModel, better_model
 from rayjob_advisor.observations import (
@@ -28,6 +29,11 @@ from rayjob_advisor.observations import (
     runs_on,
     write_observations,
 )
+from rayjob_advisor.profiles import history
+from rayjob_advisor.profiles.codec import observation_to_k8s, observations_from_k8s
+from rayjob_advisor.profiles.profile import Profile
+from rayjob_advisor.profiles.refitter import Refitter
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.emulator import ApiError
 from rayjob_advisor_testkit.paths import SIA
 from rayjob_advisor_testkit.profiles import fitted_store, profile_manifest, small_profile_runs
@@ -71,7 +77,7 @@ def test_accelerator_names_are_canonical(text, canonical):
 def test_the_accelerator_annotation_is_parsed_canonical_and_checked():
     assert ann.parse_inputs({ann.ACCELERATOR: "NVIDIA-H100-80GB-HBM3"}).accelerator == "h100"
     assert ann.parse_inputs({}).accelerator is None
-    with pytest.raises(ann.AnnotationError, match=r"rayjob-advisor.io/accelerator=' ': .*must not be empty"):
+    with pytest.raises(AnnotationError, match=r"rayjob-advisor.io/accelerator=' ': .*must not be empty"):
         ann.parse_inputs({ann.ACCELERATOR: " "})
 
 
@@ -161,7 +167,7 @@ def test_a_runtime_profile_with_accelerators_validates_against_the_crd_and_round
     runs = [run.model_copy(update={"accelerator": "t4"}) for run in small_profile_runs()]
     manifest = profile_manifest(runs)
     assert {item["accelerator"] for item in manifest["spec"]["observations"]} == {"t4"}
-    profile = profiles.Profile("default", "synthetic", "synthetic", runs)
+    profile = Profile("default", "synthetic", "synthetic", runs)
     profile.fit()
     with AdvisorEmulator() as api:
         api.create(manifest)
@@ -172,7 +178,7 @@ def test_a_runtime_profile_with_accelerators_validates_against_the_crd_and_round
         bad["spec"]["observations"][0]["accelerator"] = ""
         with pytest.raises(ApiError, match="accelerator"):
             api.create(bad)
-    assert profiles.observations_from_k8s("synthetic", stored["spec"]["observations"]) == runs
+    assert observations_from_k8s("synthetic", stored["spec"]["observations"]) == runs
     assert stored["status"]["model"]["accelerator"] == "t4"
 
 
@@ -199,7 +205,7 @@ def job_on(accelerator: str | None, workload: str = "synthetic", **notes: str) -
 
 
 @pytest.fixture(scope="module")
-def t4_store() -> profiles.ProfileStore:
+def t4_store() -> ProfileStore:
     return fitted_store(on(small_profile_runs(), "t4"))
 
 
@@ -226,7 +232,7 @@ def test_a_job_on_a_measured_accelerator_and_a_profile_without_accelerators_assu
 
 
 def test_another_accelerator_is_fitted_once_a_job_asks_and_refitted_only_when_its_runs_or_source_change():
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     profile = store.put(
         "default", "p", "synthetic", [*on(small_profile_runs(), "t4"), *on(small_profile_runs(), "a100", 0.3)], []
     )
@@ -253,13 +259,13 @@ def test_another_accelerator_is_fitted_once_a_job_asks_and_refitted_only_when_it
 
 
 def test_the_refitter_fits_an_accelerator_a_job_waits_for_without_refitting_the_profile():
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     runs = [*on(small_profile_runs(), "t4"), *on(small_profile_runs()[::2], "a100", 0.3)]
     profile = store.put("default", "p", "synthetic", runs, [])
     profile.fit()
     assert profile.model_for("a100") == (None, None)  # asked for: due
-    published: list[profiles.Profile] = []
-    refitter = profiles.Refitter(store, published.append, interval=0.05)
+    published: list[Profile] = []
+    refitter = Refitter(store, published.append, interval=0.05)
     refitter.start()
     try:
         deadline = time.monotonic() + 60
@@ -273,11 +279,11 @@ def test_the_refitter_fits_an_accelerator_a_job_waits_for_without_refitting_the_
 
 
 @pytest.fixture(scope="module")
-def sia_cifar10() -> tuple[profiles.ProfileStore, list[Observation]]:
+def sia_cifar10() -> tuple[ProfileStore, list[Observation]]:
     """A profile of every third Sia CIFAR-10 run on A100 and V100, less half the single-node V100 runs held out."""
     runs = sia_observations(SIA, "cifar10", ("a100", "v100"))[::3]
     held_out = [run for run in runs if run.accelerator == "v100" and run.nodes == 1 and run.workers > 1][::2]
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     profile = store.put("default", "sia", "sia-cifar10", [run for run in runs if run not in held_out], [])
     profile.fit()
     profile.model_for("a100" if profile.accelerator == "v100" else "v100")
@@ -378,7 +384,7 @@ def test_predict_rejects_an_empty_accelerator_list(capsys, tmp_path, value):
 
 
 def test_a_gpu_hour_is_priced_per_accelerator_with_a_default():
-    prices = load_prices({"RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES": "NVIDIA-A100-SXM4-80GB=4, t4=0.5"})
+    prices = advice_config({"RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES": "NVIDIA-A100-SXM4-80GB=4, t4=0.5"}).prices
     assert prices.accelerator_gpu_hour == {"a100": 4.0, "t4": 0.5} and prices.gpu_hour == 2.5
     job = features_of(job_on("a100"))
     assert prices.worker_hour(job) == pytest.approx(4 * 0.05 + 4.0)
@@ -386,7 +392,7 @@ def test_a_gpu_hour_is_priced_per_accelerator_with_a_default():
     assert planner.Prices().worker_hour(job) == pytest.approx(4 * 0.05 + 2.5)
     assert load_config({"accelerator_gpu_hour_prices": "a100=3"}).prices.accelerator_gpu_hour == {"a100": 3.0}
     with pytest.raises(ValueError, match="expected ACCELERATOR=PRICE pairs"):
-        load_prices({"RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES": "a100:3"})
+        advice_config({"RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES": "a100:3"})
 
 
 def test_a_finished_job_teaches_a_run_on_its_accelerator_kept_apart_from_other_accelerators():
@@ -399,7 +405,7 @@ def test_a_finished_job_teaches_a_run_on_its_accelerator_kept_apart_from_other_a
     }
     run = completions.completion(rayjob, features_of(rayjob)).observation
     assert run is not None and run.accelerator == "a100"
-    item = profiles.observation_to_k8s(run)
+    item = observation_to_k8s(run)
     assert item["accelerator"] == "a100"
     learned = history.summarise([item, {**item, "accelerator": "v100"}, item])
     assert sorted((s["configuration"]["accelerator"], s["count"]) for s in learned.summaries) == [
@@ -467,7 +473,7 @@ def test_a_transferred_bound_covers_held_out_runs_at_about_its_confidence_and_ag
 def test_a_job_on_the_new_accelerator_says_it_was_predicted_by_transfer(sia_a100_and_v100, tmp_path, capsys):
     a100, v100, _ = sia_a100_and_v100
     few, held_out = few_and_held_out(v100, 1)
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     profile = store.put("default", "sia", "sia-cifar10", [*a100, *few], [])
     profile.fit()
     profile.model_for("v100")

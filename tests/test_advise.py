@@ -9,31 +9,21 @@ import socket
 import sys
 import time
 
-import jsonpatch
 import pytest
 import yaml
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import features, planner, prediction, profiles
-from rayjob_advisor.application import Advice, Policy, ProfileNotReady, advise
-from rayjob_advisor.config import OperatorConfig, load_config
-from rayjob_advisor_testkit.emulator import merge_patch
-from rayjob_advisor_testkit.profiles import fitted_store, synthetic_observations
-from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob, make_rayjob, sample_rayjobs, worker_group
+from rayjob_advisor.advice import features, planner, prediction
+from rayjob_advisor.application import Advice, Policy, advise
+from rayjob_advisor.errors import ProfileNotReady
+from rayjob_advisor.kube.config import OperatorConfig, load_config
+from rayjob_advisor.kuberay.training import TrainingCount
+from rayjob_advisor.profiles.store import ProfileStore
+from rayjob_advisor_testkit.advice import NOW, applied, notes_of
+from rayjob_advisor_testkit.profiles import deadline_job, fitted_store, synthetic_observations
+from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 
-NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
 POLICY = Policy()
-
-
-def applied(rayjob: dict, advice: Advice) -> dict:
-    """The RayJob after the advice's merge patch, validated against the KubeRay CRD."""
-    patched = jsonpatch.apply_patch(rayjob, jsonpatch.JsonPatch.from_diff(rayjob, merge_patch(rayjob, advice.patch)))
-    assert_valid_rayjob(patched)
-    return patched
-
-
-def notes_of(advice: Advice) -> dict:
-    return advice.patch["metadata"]["annotations"]
 
 
 def test_a_good_job_gets_the_prediction_annotations_and_its_error_cleared(store):
@@ -105,7 +95,7 @@ def test_default_workload_applies_to_jobs_that_name_none(store):
 
 
 def test_a_profile_still_being_fitted_is_not_an_error():
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     store.put("default", "p", "synthetic", synthetic_observations(), [])
     rayjob = make_rayjob(annotations={ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10"})
     with pytest.raises(ProfileNotReady, match="default/synthetic is being fitted"):
@@ -183,7 +173,7 @@ def test_enforce_never_resizes_on_a_missing_input_and_says_which_annotation_to_a
 # Every KubeRay sample as a new user submits it: a workload and a dataset size, nothing else, in enforce mode.
 @pytest.fixture(scope="module")
 def shipped_store():
-    store = profiles.ProfileStore()
+    store = ProfileStore()
     store.find("default", "digits-cnn").fit()
     return store
 
@@ -247,21 +237,6 @@ def test_shared_profile_namespaces_are_configured_and_watched():
     config = load_config({"namespaces": ["team-a", "platform"], "shared_profile_namespaces": ["ml-base"]}, environ)
     assert config.shared_profile_namespaces == ("ml-base",)  # flags override the environment
     assert config.watched_namespaces == ("team-a", "platform", "ml-base")
-
-
-def deadline_job(
-    mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, count: int | None = None, **notes: str
-) -> dict:
-    """A job with a deadline whose script reads ``NUM_WORKERS`` (``count``, by default one per pod)."""
-    return make_rayjob(
-        annotations={
-            ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.EPOCHS: "1",
-            ann.DEADLINE: deadline, ann.MODE: mode, **notes,
-        },
-        groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)],
-        suspend=suspend,
-        runtimeEnvYAML=f"env_vars:\n  NUM_WORKERS: '{count or replicas}'\n",
-    )  # fmt: skip
 
 
 def test_recommend_mode_annotates_the_plan_and_explains_it(store):
@@ -400,7 +375,7 @@ def test_every_kuberay_sample_is_resized_consistently_or_not_at_all(store, name,
     assert json.loads(after["metadata"]["annotations"][ann.ORIGINAL_REPLICAS])["training"]["workers"] == training.count
 
 
-def training_count_in(rayjob: dict, training: features.TrainingCount) -> str:
+def training_count_in(rayjob: dict, training: TrainingCount) -> str:
     """The worker count where ``training`` found it, read here without the advisor's code."""
     spec = rayjob["spec"]
     if training.place == "runtimeEnvYAML":

@@ -9,10 +9,10 @@ import re
 import pytest
 import yaml
 
-from rayjob_advisor.metrics import Metrics
+from rayjob_advisor.kube.metrics import Metrics
+from rayjob_advisor_testkit.chart import by_kind, render
 from rayjob_advisor_testkit.paths import REPO
-from test_chart import by_kind, render
-from test_dashboard import exported_series
+from rayjob_advisor_testkit.prometheus import exported_series
 
 ALERTS = {
     "RayJobAdvisorUpperBoundCoverageLow",

@@ -15,13 +15,13 @@ from cryptography import x509
 from kubernetes_validate.utils import latest_version
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor.config import load_config
+from rayjob_advisor.kube.config import load_config
 from rayjob_advisor_testkit import schemas
 from rayjob_advisor_testkit.advisor import running_advisor
-from rayjob_advisor_testkit.paths import REPO
+from rayjob_advisor_testkit.chart import by_kind, render
+from rayjob_advisor_testkit.paths import CHART, REPO
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
-CHART = REPO / "charts" / "rayjob-advisor"
 KUBERNETES = latest_version()
 # Kinds of other projects' CRDs (no schema in kubernetes-validate): checked by hand below.
 FOREIGN_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PrometheusRule", "ClusterKopfPeering", "KopfPeering"}
@@ -72,22 +72,6 @@ def peering(plural: str) -> list[dict]:
 
 
 WEBHOOK = [{"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["list", "watch"]}]
-
-
-def render(values: dict) -> list[dict]:
-    helm.disable_logging()
-    manifests = helm.Chart.load(str(CHART)).render(values, name="advisor", namespace="ops", is_install=True)
-    return [
-        document
-        for path, text in sorted(manifests.items())
-        if not path.endswith("NOTES.txt")
-        for document in yaml.safe_load_all(text)
-        if document
-    ]
-
-
-def by_kind(objects: list[dict], kind: str) -> list[dict]:
-    return [o for o in objects if o["kind"] == kind]
 
 
 def installed(objects: list[dict]) -> list[dict]:

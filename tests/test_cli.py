@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -10,13 +11,15 @@ import sys
 import pytest
 import yaml
 
-from rayjob_advisor import cli
 from rayjob_advisor import contract as ann
-from rayjob_advisor.cli import main
-from rayjob_advisor.config import load_config
+from rayjob_advisor.application import advise
+from rayjob_advisor.cli import verbs
+from rayjob_advisor.cli.verbs import main
+from rayjob_advisor.kube.config import load_config
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import write_observations
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -96,6 +99,27 @@ def test_predict_gives_the_prediction_what_if_table_and_annotations(capsys, prof
     status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", profile_csv)
     assert status == 0
     assert "predicted runtime:" in out and "what if" in out and ann.PREDICTED_RUNTIME in out
+
+
+def test_predict_writes_what_the_operator_writes(capsys, tmp_path, monkeypatch):
+    """One forecast: the annotations and labels ``predict`` says it would write are the controller's patch of the
+    same job, from the same (shipped) profile and settings, the cleared ``error`` and the label mirror included."""
+    now = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
+    notes = {ann.WORKLOAD: "digits-cnn", ann.DATASET_SIZE: "32000", ann.BATCH_SIZE: "256", ann.EPOCHS: "2"}
+    rayjob = make_rayjob(
+        annotations={**notes, ann.DEADLINE: "2026-12-02T12:10:00Z", ann.ERROR: "an old error"},
+        groups=[worker_group(replicas=2, minReplicas=1, maxReplicas=4)],
+    )
+    monkeypatch.setattr(ann, "now", lambda: now)  # the one clock
+    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--format", "json")
+    assert status == 0
+    document = json.loads(out)
+    store = ProfileStore()
+    store.refit(store.find("default", "digits-cnn"))  # as the operator's refitter does
+    patch = advise(rayjob, store, policy=load_config({}, {}).policy({}), may_resize=False, now=now).patch
+    assert {"annotations": document["annotations"], "labels": document["labels"]} == patch["metadata"]
+    assert document["annotations"][ann.ERROR] is None and set(document["labels"]) == ann.LABEL_KEYS
+    assert ann.RECOMMENDATION in document["annotations"]
 
 
 @pytest.fixture
@@ -191,7 +215,7 @@ def test_run_takes_repeated_shared_profile_namespaces(capsys, monkeypatch):
         seen.update(flags)
         return load_config({**flags, "role": "webhook"})
 
-    monkeypatch.setattr(cli, "load_config", load)
+    monkeypatch.setattr(verbs, "load_config", load)
     status, _, err = run(capsys, "run", "--shared-profile-namespace", "platform", "--shared-profile-namespace", "ml")
     assert status == 2 and "tls_cert_file" in err and seen["shared_profile_namespaces"] == ["platform", "ml"]
 

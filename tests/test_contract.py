@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rayjob_advisor import contract as ann
+from rayjob_advisor.errors import AnnotationError
 
 
 def test_all_inputs_parse():
@@ -89,12 +90,12 @@ def test_rfc3339_deadlines():
     ],
 )
 def test_bad_annotations_name_the_key_and_the_reason(annotations, message):
-    with pytest.raises(ann.AnnotationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(AnnotationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ann.parse_inputs(annotations)
 
 
 def test_several_bad_annotations_are_all_reported():
-    with pytest.raises(ann.AnnotationError) as raised:
+    with pytest.raises(AnnotationError) as raised:
         ann.parse_inputs({ann.EPOCHS: "x", ann.BATCH_SIZE: "-3"})
     assert "epochs" in str(raised.value) and "batch-size" in str(raised.value)
 
@@ -143,7 +144,7 @@ def test_where_the_training_worker_count_is_set():
     ],
 )
 def test_bad_worker_count_declarations_name_the_key(annotations, message):
-    with pytest.raises(ann.AnnotationError, match=message):
+    with pytest.raises(AnnotationError, match=message):
         ann.parse_inputs(annotations)
 
 
@@ -188,7 +189,7 @@ def test_batch_and_placement_inputs():
     ],
 )
 def test_bad_batch_and_placement_inputs_name_the_keys(annotations, message):
-    with pytest.raises(ann.AnnotationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(AnnotationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ann.parse_inputs(annotations)
 
 
@@ -197,6 +198,6 @@ def test_an_absolute_deadline_more_than_a_year_away_is_an_input_error():
     near = ann.parse_inputs({ann.DEADLINE: "2027-12-01T12:00:00Z"})
     assert near.within_reach(now) is near
     far = ann.parse_inputs({ann.DEADLINE: "2036-12-02T12:00:00Z"})
-    with pytest.raises(ann.AnnotationError, match=r"deadline='2036-12-02T12:00:00\+00:00': more than 8784h from now"):
+    with pytest.raises(AnnotationError, match=r"deadline='2036-12-02T12:00:00\+00:00': more than 8784h from now"):
         far.within_reach(now)
     assert ann.parse_inputs({ann.DEADLINE: "8784h"}).within_reach(now).deadline.after == dt.timedelta(days=366)

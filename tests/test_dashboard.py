@@ -10,17 +10,9 @@ import re
 import yaml
 
 from benchmarks import dashboard_picture
-from rayjob_advisor.metrics import ADMISSION_BUCKETS, ERROR_BUCKETS, Metrics
+from rayjob_advisor.kube.metrics import ADMISSION_BUCKETS, ERROR_BUCKETS
 from rayjob_advisor_testkit import prometheus
-from rayjob_advisor_testkit.prometheus import DASHBOARD
-
-SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
-
-
-def exported_series() -> set[str]:
-    """Every series name /metrics can carry, by metric type (labelled ones included before their first sample)."""
-    families = Metrics().registry.collect()
-    return {family.name + suffix for family in families for suffix in SUFFIXES[family.type]}
+from rayjob_advisor_testkit.prometheus import DASHBOARD, exported_series
 
 
 def test_every_panel_queries_only_exported_metrics():

@@ -9,9 +9,11 @@ import time
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import eta
+from rayjob_advisor.advice import eta
+from rayjob_advisor.errors import NotRefinable
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
+from rayjob_advisor_testkit.lifecycle import notes
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
 from rayjob_advisor_testkit.profiles import profiled_rayjob as job
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
@@ -118,11 +120,11 @@ def test_a_report_must_be_consistent_and_for_a_running_predicted_job():
         eta.Report(namespace="default", name="train", done=5, total=4)
     waiting = running()
     waiting["status"] = {"jobDeploymentStatus": "Initializing"}
-    with pytest.raises(eta.NotRefinable, match="not running"):
+    with pytest.raises(NotRefinable, match="not running"):
         eta.refine(waiting, report(1), START)
     unpredicted = running()
     del unpredicted["metadata"]["annotations"][ann.PREDICTION]
-    with pytest.raises(eta.NotRefinable, match="no prediction"):
+    with pytest.raises(NotRefinable, match="no prediction"):
         eta.refine(unpredicted, report(1), START)
 
 
@@ -135,10 +137,6 @@ def warnings(api: AdvisorEmulator, name: str, reason: str) -> list[dict]:
         for event in api.objects("events", "default")
         if event["involvedObject"]["name"] == name and event["reason"] == reason
     ]
-
-
-def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
-    return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
 
 
 def start(api: AdvisorEmulator, name: str, at: dt.datetime) -> None:

@@ -16,7 +16,10 @@ import pytest
 import yaml
 
 from benchmarks import pollux
-from rayjob_advisor import cli, contract, features, profiles
+from rayjob_advisor import contract
+from rayjob_advisor.advice import features
+from rayjob_advisor.cli.verbs import main
+from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 from rayjob_advisor_testkit.advisor import running_advisor
 from rayjob_advisor_testkit.paths import POLLUX, REPO
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
@@ -127,14 +130,14 @@ def test_the_shipped_pollux_profiles_are_the_conversion_with_provenance(tmp_path
     written = pollux.write_shipped(POLLUX, tmp_path)
     assert [path.name for path in written] == [f"pollux-{model}.csv" for model in pollux.MODELS]
     for path in written:
-        shipped = profiles.SHIPPED_DATA / path.name
+        shipped = SHIPPED_DATA / path.name
         assert shipped.read_bytes() == path.read_bytes(), "regenerate: python -m benchmarks.pollux --shipped"
         header = [line for line in shipped.read_text().splitlines() if line.startswith("#")]
         assert any(pollux.SOURCE_COMMIT in line and "placements.csv" in line for line in header)
         assert any("Apache-2.0" in line and "Copyright 2020 Petuum, Inc." in line for line in header)
-    notice = (profiles.SHIPPED_DATA / "NOTICE").read_text()
+    notice = (SHIPPED_DATA / "NOTICE").read_text()
     assert "Copyright 2020 Petuum, Inc. and the AdaptDL / Pollux authors" in notice
-    assert "Apache License" in (profiles.SHIPPED_DATA / "LICENSE-pollux").read_text()
+    assert "Apache License" in (SHIPPED_DATA / "LICENSE-pollux").read_text()
 
 
 def measured_seconds(model: str, placement: str, local_batch: int, samples: int) -> float:
@@ -146,9 +149,9 @@ def measured_seconds(model: str, placement: str, local_batch: int, samples: int)
 
 
 def test_predict_on_the_gpu_example_shows_the_measured_scaling_out_of_the_box(capsys):
-    assert cli.main(["predict", "-f", str(REPO / "examples" / "rayjob-pollux-imagenet.yaml"), "--format", "json"]) == 0
+    assert main(["predict", "-f", str(REPO / "examples" / "rayjob-pollux-imagenet.yaml"), "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["prediction"]["profile"] == "pollux-imagenet"
+    assert document["prediction"]["profile"] == "shipped/pollux-imagenet"  # as the operator names it
     used = document["prediction"]["features"]
     assert (used["placement"], used["batch_held"], used["batch_size_per_worker"]) == ("spread", "per-worker", 200)
     rows = {row["replicas"]: row for row in document["what_if"]}

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rayjob_advisor import contract, features
+from rayjob_advisor import contract
+from rayjob_advisor.advice import features
+from rayjob_advisor.errors import AnnotationError, UnpredictableJob
+from rayjob_advisor.kuberay.groups import DEFAULT_MAX_REPLICAS
 from rayjob_advisor_testkit.rayjobs import counted, env, make_rayjob, sample_rayjobs, worker_group
 
 
@@ -37,7 +40,7 @@ def test_bad_quantities_name_the_resource(quantity):
     rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"cpu": quantity}
     }
-    with pytest.raises(features.UnpredictableJob, match=r"workerGroupSpecs\[0\].*'cpu'"):
+    with pytest.raises(UnpredictableJob, match=r"workerGroupSpecs\[0\].*'cpu'"):
         extract(rayjob)
 
 
@@ -75,7 +78,7 @@ def test_crd_defaults_apply_when_replicas_are_unset():
     del group["maxReplicas"]
     job = extract(make_rayjob(groups=[group]))
     assert job.workers == 3
-    assert job.scale_group.max_replicas == features.DEFAULT_MAX_REPLICAS
+    assert job.scale_group.max_replicas == DEFAULT_MAX_REPLICAS
 
 
 def test_scale_group_defaults_to_the_gpu_group_else_the_largest():
@@ -90,14 +93,14 @@ def test_scale_group_annotation_selects_and_unknown_names_are_reported():
     groups = [worker_group("a", replicas=2), worker_group("b", replicas=4)]
     picked = extract(make_rayjob(annotations={contract.SCALE_GROUP: "a"}, groups=groups))
     assert (picked.scale_group.name, picked.workers) == ("a", 2)
-    with pytest.raises(contract.AnnotationError, match=r"no worker group of that name.*'a', 'b'"):
+    with pytest.raises(AnnotationError, match=r"no worker group of that name.*'a', 'b'"):
         extract(make_rayjob(annotations={contract.SCALE_GROUP: "c"}, groups=groups))
 
 
 def test_suspended_or_empty_scale_group_cannot_be_predicted():
-    with pytest.raises(features.UnpredictableJob, match="is suspended"):
+    with pytest.raises(UnpredictableJob, match="is suspended"):
         extract(make_rayjob(groups=[worker_group(suspend=True)]))
-    with pytest.raises(features.UnpredictableJob, match="has 0 replicas"):
+    with pytest.raises(UnpredictableJob, match="has 0 replicas"):
         extract(make_rayjob(groups=[worker_group(replicas=0, minReplicas=0)]))
 
 
@@ -186,7 +189,7 @@ def test_all_25_samples_are_covered():
 def test_every_kuberay_sample_yields_features_or_a_reason(name, rayjob):
     expected = EXPECTED_SAMPLES.get(name, (1, "small-group"))
     if isinstance(expected, str):
-        with pytest.raises(features.UnpredictableJob, match=expected):
+        with pytest.raises(UnpredictableJob, match=expected):
             extract(rayjob)
         return
     job = extract(rayjob)
@@ -226,9 +229,9 @@ def test_workers_env_and_workers_arg_name_the_variable_or_flag():
     assert (extract(by_env).training.method, extract(by_env).training.count) == ("env:WORLD", 2)
     by_arg = counted({contract.WORKERS_ARG: "-n"}, entrypoint="python train.py -n 2 --workers 9")
     assert (extract(by_arg).training.method, extract(by_arg).training.span) == ("arg:-n", (19, 20))
-    with pytest.raises(contract.AnnotationError, match="workers-env='WORLD': not set in runtimeEnvYAML"):
+    with pytest.raises(AnnotationError, match="workers-env='WORLD': not set in runtimeEnvYAML"):
         extract(counted({contract.WORKERS_ENV: "WORLD"}, head_env=env(NUM_WORKERS="2")))
-    with pytest.raises(contract.AnnotationError, match="workers-arg='-n': not set in the entrypoint"):
+    with pytest.raises(AnnotationError, match="workers-arg='-n': not set in the entrypoint"):
         extract(counted({contract.WORKERS_ARG: "-n"}, entrypoint="python train.py --num-workers 2"))
 
 
@@ -249,7 +252,7 @@ def test_runtime_env_wins_over_the_head_and_the_last_flag_wins():
     ],
 )
 def test_a_malformed_runtime_env_is_a_clear_input_error(runtime_env, message):
-    with pytest.raises(features.UnpredictableJob, match=message):
+    with pytest.raises(UnpredictableJob, match=message):
         extract(counted(runtime_env=runtime_env))
 
 
@@ -422,6 +425,6 @@ def test_no_kuberay_sample_hints_a_placement(name, rayjob):
     # None of the samples has a pod (anti-)affinity or a topology spread constraint.
     try:
         job = extract(rayjob)
-    except features.UnpredictableJob:
+    except UnpredictableJob:
         return  # spec.clusterSelector: no cluster in the RayJob
     assert job.placement is None

@@ -11,15 +11,15 @@ import pydantic
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import hooks, wiring
+from rayjob_advisor.advice.features import features_from_rayjob
 from rayjob_advisor.application import Policy, advise
-from rayjob_advisor.config import OperatorConfig
-from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor.kube.config import OperatorConfig, progress_endpoint
+from rayjob_advisor.kuberay import hooks
+from rayjob_advisor_testkit.advice import NOW, applied, notes_of
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
-from rayjob_advisor_testkit.profiles import profile_manifest
+from rayjob_advisor_testkit.profiles import deadline_job, profile_manifest
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
-from test_advise import NOW, applied, deadline_job, notes_of
 
 BOTH = Policy(hooks=frozenset({"kueue", "karpenter"}))
 URL = "https://advisor-rayjob-advisor-progress.ops.svc/progress"
@@ -285,6 +285,4 @@ def test_the_webhook_wires_a_labelled_namespaces_jobs_with_the_ca_it_is_given(tm
         elsewhere, _ = advisor.webhook.admit(job())  # default: no label, no configured hook
         assert head_pod(elsewhere) == head_pod(job())
         key_file = {"tls_ca_file": str(key), "progress_url": URL}  # a key is never injected
-        assert (
-            OperatorConfig(**key_file).tls_ca_file and wiring.progress_endpoint(OperatorConfig(**key_file)).ca is None
-        )
+        assert OperatorConfig(**key_file).tls_ca_file and progress_endpoint(OperatorConfig(**key_file)).ca is None

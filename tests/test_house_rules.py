@@ -1,14 +1,16 @@
-"""House rules that no linter checks: kopf handlers stay thin, the request path enters the application once."""
+"""House rules that no linter checks: kopf handlers stay thin, the request path enters the application once, tests
+share helpers through the test kit."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import pathlib
 from types import ModuleType
 
 import pytest
 
-from rayjob_advisor import handlers, webhook, wiring
+from rayjob_advisor.kube import handlers, webhook, wiring
 
 APPLYING = {"predict": 12, "admit": 12}  # the handlers that only apply application.advise()
 ANY_HANDLER = 20
@@ -36,3 +38,14 @@ def test_the_admission_and_create_handlers_call_advise_once_and_nothing_else_of_
         source = inspect.getsource(getattr(module, name))
         assert source.count("application.advise(") == 1
         assert "prediction." not in source and "planner." not in source and "features" not in source
+
+
+def test_no_test_imports_another_test_module():
+    """What tests share lives in the test kit (rayjob_advisor_testkit) or in conftest.py's fixtures."""
+    folder = pathlib.Path(__file__).parent
+    test_modules = {path.stem for path in folder.glob("test_*.py")}
+    for path in sorted(folder.glob("*.py")):
+        nodes = list(ast.walk(ast.parse(path.read_text())))
+        imported = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in nodes if isinstance(node, ast.ImportFrom) and node.module}
+        assert not imported & test_modules, f"{path.name} imports {sorted(imported & test_modules)}"

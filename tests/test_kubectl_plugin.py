@@ -19,10 +19,14 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import rayjob_advisor
-from rayjob_advisor import cli, kubectl_plugin, planner, prediction, profiles
 from rayjob_advisor import contract as ann
-from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor.advice import planner, prediction
+from rayjob_advisor.advice.features import features_from_rayjob
+from rayjob_advisor.cli import kubectl_plugin
+from rayjob_advisor.cli.tables import what_if_table
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.profiles.codec import runs_from_k8s
+from rayjob_advisor_testkit import lifecycle
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.emulator import rfc3339
 from rayjob_advisor_testkit.paths import REPO
@@ -86,6 +90,8 @@ def kubectl(live: RunningAdvisor, tmp_path_factory: pytest.TempPathFactory) -> K
         "HOME": str(home),  # kubectl's discovery cache
         "KUBECONFIG": str(config),
         "PYTHONPATH": str(pathlib.Path(rayjob_advisor.__file__).parents[1]),  # this checkout's package
+        # OpenBLAS's kernel choice, as this process has it: another kernel may select another model
+        **{key: value for key, value in os.environ.items() if key.startswith("OPENBLAS_")},
     }
 
     def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
@@ -102,7 +108,7 @@ def submit(api: AdvisorEmulator, name: str, namespace: str = "default", **notes:
     api.create(rayjob)
 
     def annotations() -> dict[str, str] | None:
-        found = api.get("rayjobs", namespace, name)["metadata"].get("annotations", {})
+        found = lifecycle.notes(api, name, namespace)
         return found if ann.PREDICTION in found and ann.DEADLINE_STATUS in labels(api, name, namespace) else None
 
     return api.wait_until(annotations, 60)
@@ -176,7 +182,7 @@ def test_what_if_predicts_the_live_job_at_other_sizes_from_its_profile(live, kub
     intro, as_it_is, _, title, *table = answer.stdout.splitlines()
     # What `rayjob-advisor predict` computes from the same runs (seed and learned) and the same manifest.
     stored = live.api.get("runtimeprofiles", "default", WORKLOAD)
-    _, seed, learned = profiles.runs_from_k8s(stored["spec"], stored.get("status"))
+    _, seed, learned = runs_from_k8s(stored["spec"], stored.get("status"))
     model = RuntimeModel().fit(seed + learned)
     rayjob = live.api.get("rayjobs", "default", "sizes")
     job = features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
@@ -185,7 +191,7 @@ def test_what_if_predicts_the_live_job_at_other_sizes_from_its_profile(live, kub
     assert intro.startswith(f"RayJob default/sizes: profile default/{WORKLOAD} ({len(seed + learned)} runs; model ")
     assert as_it_is.startswith(f"as it is, 4 replicas (4 Ray Train workers): {ann.format_duration(now.p50)} (median)")
     assert title == "what if (group 'workers'):"
-    assert table == cli.what_if_table(rows)
+    assert table == what_if_table(rows)
     assert [row.replicas for row in rows] == [1, 2, 16] and rows[0].p50 > rows[1].p50 > rows[2].p50
 
 

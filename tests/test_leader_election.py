@@ -11,11 +11,12 @@ from contextlib import AbstractContextManager
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import wiring
+from rayjob_advisor.kube import wiring
 from rayjob_advisor_testkit.advisor import RunningAdvisor, running_advisor
+from rayjob_advisor_testkit.lifecycle import finish, learned, notes, wait_for_note
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest
+from rayjob_advisor_testkit.profiles import profiled_rayjob as rayjob
 from rayjob_advisor_testkit.resources import AdvisorEmulator
-from test_operator import finish, learned, notes, rayjob, wait_for_note
 
 PEERING = "rayjob-advisor"
 LIFETIME = 3  # seconds a replica that stops renewing stays the leader

@@ -8,16 +8,25 @@ import statistics
 import threading
 import time
 import uuid
+from unittest import mock
 
 import kubernetes
 import pydantic
 import pytest
 
-from rayjob_advisor import completions, history, kubeapi, profiles
 from rayjob_advisor import contract as ann
-from rayjob_advisor.features import features_from_rayjob
+from rayjob_advisor.advice import completions
+from rayjob_advisor.advice.features import features_from_rayjob
+from rayjob_advisor.errors import UnknownWorkload
+from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
+from rayjob_advisor.profiles import history
+from rayjob_advisor.profiles import profile as profile_module
+from rayjob_advisor.profiles.codec import observation_from_k8s, observation_to_k8s
+from rayjob_advisor.profiles.profile import Profile
+from rayjob_advisor.profiles.refitter import Refitter
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -74,14 +83,15 @@ def test_a_missing_end_time_is_a_clear_error():
         completions.completion(rayjob, features_of(rayjob))
 
 
-def fitted(profile: profiles.Profile) -> profiles.Profile:
-    profile.model = object()  # pretend fitted
+def fitted(profile: Profile) -> Profile:
+    with mock.patch.object(profile_module, "_fitted", return_value=object()):  # pretend fitted: no estimator runs
+        profile.fit()
     return profile
 
 
-def shared_store(*shared: str) -> profiles.ProfileStore:
+def shared_store(*shared: str) -> ProfileStore:
     """Fitted profiles of digits-cnn in team-a and platform, the shipped one, and ``shared`` namespaces."""
-    store = profiles.ProfileStore(shared_namespaces=shared)
+    store = ProfileStore(shared_namespaces=shared)
     fitted(store.find("anyone", "digits-cnn"))
     for namespace in ("team-a", "platform"):
         fitted(store.put(namespace, "digits", "digits-cnn", synthetic_observations(), []))
@@ -116,10 +126,10 @@ def test_an_unfitted_own_profile_is_still_the_jobs_profile():
 
 
 def test_without_a_visible_profile_the_error_names_only_what_the_job_could_use():
-    store = profiles.ProfileStore(shipped=False, shared_namespaces=("platform",))
+    store = ProfileStore(shipped=False, shared_namespaces=("platform",))
     store.put("team-a", "secret", "secret-model", synthetic_observations(), [])
     store.put("platform", "bert", "bert", synthetic_observations(), [])
-    with pytest.raises(profiles.UnknownWorkload, match=r"'secret-model' in namespace 'team-b' or the shared") as info:
+    with pytest.raises(UnknownWorkload, match=r"'secret-model' in namespace 'team-b' or the shared") as info:
         store.find("team-b", "secret-model")
     assert "known workloads: bert)" in str(info.value) and "secret" not in str(info.value).split("known")[1]
     assert store.find("team-a", "secret-model").label == "team-a/secret-model"
@@ -171,7 +181,7 @@ def test_runs_are_only_ever_written_into_the_jobs_own_namespace(shared, namespac
 
 
 def test_only_changed_runs_make_a_profile_stale():
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     runs = synthetic_observations()
     profile = store.put("ns", "p", "synthetic", runs, [])
     assert store.stale() == [profile]
@@ -185,16 +195,16 @@ def test_only_changed_runs_make_a_profile_stale():
 
 
 def test_a_profile_too_small_to_fit_says_why():
-    profile = profiles.Profile("ns", "p", "w", synthetic_observations()[:1])
+    profile = Profile("ns", "p", "w", synthetic_observations()[:1])
     profile.fit()
-    assert profile.model is None and "cannot fit 1 runs" in profile.fit_error
+    assert profile.model is None and "cannot fit 1 runs" in profile.last_fit.error
 
 
 def test_refitter_fits_in_the_background_and_publishes():
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     store.put("ns", "p", "synthetic", synthetic_observations(), [])
     published = threading.Event()
-    refitter = profiles.Refitter(store, lambda profile: published.set(), interval=0.05)
+    refitter = Refitter(store, lambda profile: published.set(), interval=0.05)
     refitter.start()
     try:
         assert published.wait(60)
@@ -224,14 +234,14 @@ def test_failed_jobs_with_a_deadline_count_as_failed_and_jobs_without_one_do_not
 
 
 def test_numeric_garbage_is_rejected_where_runs_come_in():
-    item = profiles.observation_to_k8s(synthetic_observations()[0])
+    item = observation_to_k8s(synthetic_observations()[0])
     for seconds in (1e-300, 0.0, float("inf"), float("nan")):
         with pytest.raises(pydantic.ValidationError, match="execution_seconds"):
-            profiles.observation_from_k8s("synthetic", {**item, "executionSeconds": seconds})
+            observation_from_k8s("synthetic", {**item, "executionSeconds": seconds})
 
 
 def test_a_fit_that_raises_is_recorded_on_its_profile_and_the_refitter_fits_the_next(monkeypatch):
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     broken = store.put("ns", "broken", "broken", synthetic_observations(seed=1), [])
     good = store.put("ns", "good", "synthetic", synthetic_observations(), [])
     real_fit = RuntimeModel.fit
@@ -243,7 +253,7 @@ def test_a_fit_that_raises_is_recorded_on_its_profile_and_the_refitter_fits_the_
 
     monkeypatch.setattr(RuntimeModel, "fit", fit)
     published = []
-    refitter = profiles.Refitter(store, published.append, interval=0.05)
+    refitter = Refitter(store, published.append, interval=0.05)
     refitter.start()
     try:
         deadline = time.monotonic() + 60
@@ -252,7 +262,7 @@ def test_a_fit_that_raises_is_recorded_on_its_profile_and_the_refitter_fits_the_
     finally:
         refitter.stop()
     assert {p.name for p in published} == {"broken", "good"}
-    assert broken.model is None and "FloatingPointError: overflow in the estimator" in broken.fit_error
+    assert broken.model is None and "FloatingPointError: overflow in the estimator" in broken.last_fit.error
     condition = broken.fitted_condition()
     assert (condition["type"], condition["status"], condition["reason"]) == ("Fitted", "False", "FitFailed")
     assert good.model is not None and good.fitted_condition()["status"] == "True"
@@ -260,7 +270,7 @@ def test_a_fit_that_raises_is_recorded_on_its_profile_and_the_refitter_fits_the_
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_the_refitter_survives_errors_outside_fits_and_reports_death_and_stalls(monkeypatch):
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     calls = []
 
     def stale():
@@ -272,16 +282,16 @@ def test_the_refitter_survives_errors_outside_fits_and_reports_death_and_stalls(
         return []
 
     monkeypatch.setattr(store, "stale", stale)
-    refitter = profiles.Refitter(store, lambda profile: None, interval=0.05)
+    refitter = Refitter(store, lambda profile: None, interval=0.05)
     refitter.start()
     refitter._thread.join(10)
     assert len(calls) == 3  # it went on after the RuntimeError
     assert refitter.problem() == "the refit thread is not running"
 
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     store.put("ns", "p", "synthetic", synthetic_observations(), [])
     release = threading.Event()
-    stuck = profiles.Refitter(store, lambda profile: release.wait(30), interval=0.05, stuck_after=0.3)
+    stuck = Refitter(store, lambda profile: release.wait(30), interval=0.05, stuck_after=0.3)
     stuck.start()
     try:
         deadline = time.monotonic() + 60
@@ -294,13 +304,14 @@ def test_the_refitter_survives_errors_outside_fits_and_reports_death_and_stalls(
 
 
 def test_the_fitted_condition_keeps_its_transition_time_across_restarts_until_the_outcome_changes():
-    profile = profiles.Profile("ns", "p", "synthetic", synthetic_observations(), generation=3)
-    profile.remember([{"type": "Fitted", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}])
+    store, runs = ProfileStore(shipped=False), synthetic_observations()
+    published = [{"type": "Fitted", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    profile = store.put("ns", "p", "synthetic", runs, [], generation=3, conditions=published)
     profile.fit()
     condition = profile.fitted_condition()
     assert (condition["status"], condition["reason"], condition["observedGeneration"]) == ("True", "Fitted", 3)
     assert condition["lastTransitionTime"] == "2026-01-01T00:00:00Z"
-    profile.seed = profile.seed[:1]
+    store.put("ns", "p", "synthetic", runs[:1], [])
     profile.fit()
     condition = profile.fitted_condition()
     assert (condition["status"], condition["reason"]) == ("False", "NotEnoughData")
@@ -390,10 +401,10 @@ class ConflictingApi(RecordingApi):
 
 
 def test_a_burst_of_changes_is_refitted_at_most_once_per_interval():
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     runs = synthetic_observations()
     store.put("ns", "p", "synthetic", runs, [])
-    refitter = profiles.Refitter(store, lambda profile: None, interval=1.0)
+    refitter = Refitter(store, lambda profile: None, interval=1.0)
     refitter.start()
     try:
         began = time.monotonic()

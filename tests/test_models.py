@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from sklearn.utils.validation import check_is_fitted
 
-from rayjob_advisor import profiles
-from rayjob_advisor.features import Features
+from rayjob_advisor.advice.features import Features
 from rayjob_advisor.models import calibration, evaluation, splits
 from rayjob_advisor.models.estimators import CANDIDATES, Ernest
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.models.startup import StartupCurve
 from rayjob_advisor.observations import read_observations
+from rayjob_advisor.profiles.shipped import shipped_data
 from rayjob_advisor_testkit.fits import counting_fits
 from rayjob_advisor_testkit.profiles import synthetic_observations
 
@@ -185,7 +185,7 @@ def test_runtime_model_fits_predicts_and_states_its_assumptions(synthetic):
 
 @pytest.mark.parametrize("profile", ["shipped", "synthetic"])
 def test_runtime_model_selects_like_the_full_evaluation_for_a_tenth_of_the_fits(profile, synthetic):
-    observations = read_observations(profiles.shipped_data("digits-cnn"))[0] if profile == "shipped" else synthetic
+    observations = read_observations(shipped_data("digits-cnn"))[0] if profile == "shipped" else synthetic
     with counting_fits() as full:
         report = evaluation.evaluate(observations)
     with counting_fits() as cheap:
@@ -273,7 +273,7 @@ def test_probability_within_is_monotone_and_agrees_with_the_upper_bound(fitted):
 # Start-up per worker count (models/startup.py), on the shipped digits-cnn runs: 13 s for 1 worker, 27 s for 4.
 @pytest.fixture(scope="module")
 def digits_runs():
-    return read_observations(profiles.shipped_data("digits-cnn"))[0]
+    return read_observations(shipped_data("digits-cnn"))[0]
 
 
 def startup_medians(runs) -> dict[int, float]:
@@ -308,6 +308,6 @@ def test_outside_the_profile_the_start_up_errs_long(digits_runs):
 
 
 def test_a_profile_that_never_measured_start_up_has_none():
-    runs = read_observations(profiles.shipped_data("pollux-ncf"))[0]
+    runs = read_observations(shipped_data("pollux-ncf"))[0]
     assert all(o.startup_seconds is None for o in runs)
     assert StartupCurve.from_runs(runs).seconds([1, 4, 16]).tolist() == [0.0, 0.0, 0.0]

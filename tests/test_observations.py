@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rayjob_advisor.observations import (
-    CSV_COLUMNS,
-    ObservationsError,
-    append_observation,
-    read_observations,
-    write_observations,
-)
+from rayjob_advisor.errors import ObservationsError
+from rayjob_advisor.observations import CSV_COLUMNS, append_observation, read_observations, write_observations
 
 HEADER = ",".join(CSV_COLUMNS)
 

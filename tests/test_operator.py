@@ -20,11 +20,13 @@ from contextlib import AbstractContextManager
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rayjob_advisor import __version__, application, history, kubeapi
+from rayjob_advisor import __version__, application
 from rayjob_advisor import contract as ann
+from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.observations import Observation
+from rayjob_advisor.profiles import history
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
-from rayjob_advisor_testkit.emulator import rfc3339
+from rayjob_advisor_testkit.lifecycle import finish, learned, notes, wait_for_note
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
 from rayjob_advisor_testkit.profiles import profiled_rayjob as rayjob
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
@@ -59,38 +61,6 @@ def live() -> Iterator[RunningAdvisor]:
     with operator(objects=[profile_manifest()]) as advisor:
         yield advisor
         assert_no_invalid_writes(advisor.api)
-
-
-def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
-    return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
-
-
-def wait_for_note(api: AdvisorEmulator, name: str, key: str, timeout: float = 60) -> str:
-    return api.wait_until(lambda: notes(api, name).get(key), timeout)
-
-
-def learned(api: AdvisorEmulator) -> list[dict]:
-    status = api.get("runtimeprofiles", "default", WORKLOAD).get("status") or {}
-    return status.get("observations") or []
-
-
-def finish(
-    api: AdvisorEmulator,
-    name: str,
-    minutes: float = 10,
-    deployment="Complete",
-    job_status="SUCCEEDED",
-    namespace="default",
-) -> None:
-    created = dt.datetime.fromisoformat(
-        api.get("rayjobs", namespace, name)["metadata"]["creationTimestamp"].replace("Z", "+00:00")
-    )
-    start = created + dt.timedelta(seconds=30)
-    api.set_rayjob_status(namespace, name, deployment_status="Running", job_status="RUNNING", start_time=rfc3339(start))
-    api.set_rayjob_status(
-        namespace, name, deployment_status=deployment, job_status=job_status,
-        start_time=rfc3339(start), end_time=rfc3339(start + dt.timedelta(minutes=minutes)),
-    )  # fmt: skip
 
 
 def test_a_created_rayjob_gets_its_prediction_and_no_finalizer(live):
@@ -143,7 +113,7 @@ def test_out_of_range_inputs_are_reported_once_and_never_retried(live, name, bad
     api = live.api
     api.create(rayjob(name, **{ann.MODE: "enforce", **bad}))
     error = wait_for_note(api, name, ann.ERROR)
-    assert message in error and ann.PREDICTION not in notes_in(api, "default", name)
+    assert message in error and ann.PREDICTION not in notes(api, name)
     time.sleep(1.5)  # kopf would have retried every second by now
     events = [e for e in api.objects("events") if e["involvedObject"]["name"] == name]
     assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")] and error in events[0][
@@ -161,7 +131,7 @@ def test_mode_off_leaves_the_job_alone(live):
     api.create(quiet)
     api.create(rayjob("watched"))
     wait_for_note(api, "watched", ann.PREDICTION)
-    assert not {k for k in notes_in(api, "quiet", "train") if k in OUTPUT_KEYS | {ann.ERROR}}
+    assert not {k for k in notes(api, "train", "quiet") if k in OUTPUT_KEYS | {ann.ERROR}}
 
 
 def test_a_failure_inside_advise_is_reported_on_the_job_once_and_never_retried(live, monkeypatch):
@@ -177,10 +147,6 @@ def test_a_failure_inside_advise_is_reported_on_the_job_once_and_never_retried(l
     events = [e for e in api.objects("events") if e["involvedObject"]["name"] == "broken-advice"]
     assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")]
     assert len(api.requests("PATCH", "rayjobs", name="broken-advice")) <= 2  # the error, kopf's own record
-
-
-def notes_in(api: AdvisorEmulator, namespace: str, name: str) -> dict[str, str]:
-    return api.get("rayjobs", namespace, name)["metadata"].get("annotations", {})
 
 
 def test_completion_is_learned_once_and_refits_the_model(api):
@@ -218,15 +184,15 @@ def test_a_teams_profile_serves_another_namespace_only_when_shared(shared, watch
             advisor.wait_for_model(WORKLOAD, "team-a")  # fitted, and still no other team's
             api.create(job)
             if not shared:
-                error = api.wait_until(lambda: notes_in(api, "team-b", "train").get(ann.ERROR), 30)
+                error = api.wait_until(lambda: notes(api, "train", "team-b").get(ann.ERROR), 30)
                 assert "no RuntimeProfile for workload 'synthetic' in namespace 'team-b'" in error
-                assert ann.PREDICTION not in notes_in(api, "team-b", "train")
+                assert ann.PREDICTION not in notes(api, "train", "team-b")
                 assert_no_invalid_writes(api)
                 return
-            prediction = api.wait_until(lambda: notes_in(api, "team-b", "train").get(ann.PREDICTION), 30)
+            prediction = api.wait_until(lambda: notes(api, "train", "team-b").get(ann.PREDICTION), 30)
             assert json.loads(prediction)["profile"] == f"team-a/{WORKLOAD}"
             finish(api, "train", namespace="team-b")  # learned into team-b's own copy, never into team-a's
-            api.wait_until(lambda: notes_in(api, "team-b", "train").get(ann.ACTUAL_RUNTIME_SECONDS), 30)
+            api.wait_until(lambda: notes(api, "train", "team-b").get(ann.ACTUAL_RUNTIME_SECONDS), 30)
 
             def refitted() -> list[dict]:
                 profiles = api.objects("runtimeprofiles", "team-b")

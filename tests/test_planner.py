@@ -11,11 +11,12 @@ import pytest
 
 from benchmarks import deadlines
 from rayjob_advisor import contract as ann
-from rayjob_advisor import planner, profiles
-from rayjob_advisor.features import Features, features_from_rayjob
+from rayjob_advisor.advice import planner
+from rayjob_advisor.advice.features import Features, features_from_rayjob
 from rayjob_advisor.models.predictor import Estimates
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import read_observations
+from rayjob_advisor.profiles.shipped import shipped_data
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 NOW = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
@@ -308,7 +309,7 @@ def test_a_profile_that_fixed_gpus_never_changes_them():
 # The planner on a real fitted model: the shipped Pollux ResNet-50 profile (T4, 1-16 GPUs over 1-4 nodes).
 @pytest.fixture(scope="module")
 def imagenet() -> RuntimeModel:
-    return RuntimeModel().fit(read_observations(profiles.shipped_data("pollux-imagenet"))[0])
+    return RuntimeModel().fit(read_observations(shipped_data("pollux-imagenet"))[0])
 
 
 def imagenet_job() -> Features:
@@ -369,3 +370,36 @@ def test_the_strict_gpu_replay_holds_out_every_run_at_the_jobs_batch():
     training = profile.training_runs("packed", 200, holdout="batch")
     assert all(deadlines.configuration(run)[1] != 200 for run in training)
     assert len(training) == len(profile.runs) - 108  # every placement of 1-16 GPUs over 1-4 nodes was run at 200
+
+
+def test_the_replay_counts_a_claim_as_false_only_when_the_claimed_size_truly_misses():
+    totals = {1: 100.0, 2: 60.0, 4: 40.0}  # true seconds per size; 70 s left: 2 and 4 fit, 1 misses
+    tally = deadlines.new_tally()
+    plans = [(1, True), (2, True), (1, False), (4, True)]  # (size, said it meets the deadline)
+    for size, claim in plans:
+        deadlines.record(tally, [("planner", size), ("oracle", 2)], totals, 70.0, claims={"planner": claim})
+    assert tally["planner"]["false claims"] == 1  # 1 said "meets" and missed; the honest miss is no false claim
+    assert tally["planner"]["hits"] == 2 and tally["planner"]["jobs"] == 4
+    assert tally["oracle"]["false claims"] == 0  # the oracle claims nothing
+    assert deadlines.share(tally, "planner", "false claims") == pytest.approx(0.25)
+
+
+def test_the_per_size_replay_holds_out_one_placement_of_the_most_measured_batch_per_model():
+    profile = deadlines.PolluxProfile.shipped("imagenet")
+    batch = profile.most_measured("packed")
+    assert batch == 81  # the middle of the 8 batches run at all 108 placements
+    for gpus, expected in ((6, "24"), (16, "4444")):
+        training = profile.training_runs("packed", batch, fold=gpus % deadlines.MAX_GPUS, folds=deadlines.MAX_GPUS)
+        seen = {deadlines.configuration(run) for run in training}
+        assert {deadlines.configuration(run) for run in profile.runs} - seen == {(expected, batch)}
+
+
+def test_the_per_size_replay_asks_each_size_of_the_model_that_lacks_it():
+    predictor = deadlines.PerSize({6: AmdahlModel(serial=600.0), 0: AmdahlModel(serial=6000.0)}, deadlines.MAX_GPUS)
+    sizes = [job(replicas=16, high=16), job(replicas=6, high=16)]
+    estimates = predictor.estimate(sizes, 0.9, [7000.0, 7000.0])
+    assert list(estimates.p50) == pytest.approx([6000.0 + 3600.0 / 16, 600.0 + 3600.0 / 6])
+    assert list(estimates.upper) == pytest.approx([1.2 * 6225.0, 1.2 * 1200.0])
+    assert estimates.probability[0] < 0.9 < estimates.probability[1]
+    assert predictor.estimate(sizes, 0.9).probability is None
+    assert predictor.startup(sizes) == [60.0, 60.0]

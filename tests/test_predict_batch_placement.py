@@ -7,7 +7,7 @@ import json
 import yaml
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor.cli import main
+from rayjob_advisor.cli.verbs import main
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 

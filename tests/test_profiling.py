@@ -11,9 +11,9 @@ import pytest
 import ray.cloudpickle
 import yaml
 
-from rayjob_advisor import profiles
-from rayjob_advisor.cli import main
+from rayjob_advisor.cli.verbs import main
 from rayjob_advisor.observations import Observation, read_observations
+from rayjob_advisor.profiles.codec import observation_from_k8s
 from rayjob_advisor.profiling import harness
 from rayjob_advisor_testkit.paths import REPO
 
@@ -97,7 +97,7 @@ def test_emitted_runtime_profile_is_valid_and_round_trips(synthetic, tmp_path, c
     assert (manifest["kind"], manifest["metadata"]["name"], manifest["spec"]["workload"]) == (
         "RuntimeProfile", "synthetic", "synthetic",
     )  # fmt: skip
-    back = [profiles.observation_from_k8s("synthetic", item) for item in manifest["spec"]["observations"]]
+    back = [observation_from_k8s("synthetic", item) for item in manifest["spec"]["observations"]]
     assert back == synthetic
 
 

@@ -16,10 +16,12 @@ import pytest
 import ray.cloudpickle
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import hooks, kubeapi
+from rayjob_advisor.kube import kubeapi
+from rayjob_advisor.kuberay import hooks
 from rayjob_advisor.profiling.progress import AdvisorProgress
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
+from rayjob_advisor_testkit.lifecycle import notes
 from rayjob_advisor_testkit.profiles import profile_manifest, profiled_rayjob
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
@@ -55,10 +57,6 @@ def test_token_reviews_are_answered_strictly():
 
 def job(name: str) -> dict:
     return profiled_rayjob(name, **{ann.DATASET_SIZE: "1000000"})
-
-
-def notes(api: AdvisorEmulator, name: str) -> dict[str, str]:
-    return api.get("rayjobs", "default", name)["metadata"].get("annotations", {})
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,10 @@ import pytest
 import yaml
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import features
-from rayjob_advisor.rayjob import RayJob, is_finished, is_waiting, merge
+from rayjob_advisor.advice import features
+from rayjob_advisor.kuberay.manifest import merge
+from rayjob_advisor.kuberay.rayjob import RayJob, is_finished, is_waiting
+from rayjob_advisor.kuberay.training import TrainingCount
 from rayjob_advisor_testkit.rayjobs import counted, env, make_rayjob, worker_group
 
 
@@ -98,7 +100,7 @@ def test_merge_patches_merge_nested_mappings_and_replace_the_rest():
     assert fresh["metadata"]["annotations"]["b"] is None  # copied, not shared
 
 
-def training_of(rayjob: dict) -> features.TrainingCount:
+def training_of(rayjob: dict) -> TrainingCount:
     return features.features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"])).training
 
 

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 import pytest
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor import kubeapi
+from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor_testkit import emulator
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, free_port, running_advisor
 from rayjob_advisor_testkit.emulator import ApiError, rfc3339
+from rayjob_advisor_testkit.lifecycle import notes
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, profiled_rayjob, small_profile_runs
 from rayjob_advisor_testkit.resources import AdvisorEmulator, advisor_resources
 
@@ -154,7 +155,7 @@ def test_hung_gets_delay_learning_and_never_end_it(api, monkeypatch):
     job = profiled_rayjob("slow")
     with operator(api) as advisor:
         api.create(job)
-        api.wait_until(lambda: ann.PREDICTION in notes(api), 60)
+        api.wait_until(lambda: ann.PREDICTION in notes(api, "slow"), 60)
         hang = api.inject_fault("GET", "runtimeprofiles", name=WORKLOAD, status=None, delay=3, times=6)
         created = dt.datetime.fromisoformat(
             api.get("rayjobs", "default", "slow")["metadata"]["creationTimestamp"].replace("Z", "+00:00")
@@ -164,13 +165,9 @@ def test_hung_gets_delay_learning_and_never_end_it(api, monkeypatch):
                               start_time=rfc3339(start))  # fmt: skip
         api.set_rayjob_status("default", "slow", deployment_status="Complete", job_status="SUCCEEDED",
                               start_time=rfc3339(start), end_time=rfc3339(end))  # fmt: skip
-        api.wait_until(lambda: ann.ACTUAL_RUNTIME_SECONDS in notes(api), 120)
+        api.wait_until(lambda: ann.ACTUAL_RUNTIME_SECONDS in notes(api, "slow"), 120)
         api.wait_until(lambda: advisor.memo.store.find("default", WORKLOAD).model.n_samples_ == 33, 120)
     assert hang.remaining == 0  # six GETs hung, each was given up on after 0.5 s and retried
     status = api.get("runtimeprofiles", "default", WORKLOAD)["status"]
     assert [run["executionSeconds"] for run in status["observations"]] == [330.0]
     assert status["model"]["samples"] == 33
-
-
-def notes(api: emulator.Emulator) -> dict[str, str]:
-    return api.get("rayjobs", "default", "slow")["metadata"].get("annotations", {})

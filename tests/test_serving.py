@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from rayjob_advisor import admission, reports
-from rayjob_advisor import serving as serving_module
+from rayjob_advisor.kube import admission, reports
+from rayjob_advisor.kube import serving as serving_module
 from rayjob_advisor_testkit.admission import Webhook
 from rayjob_advisor_testkit.advisor import RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 
-from rayjob_advisor import profiles
-from rayjob_advisor.cli import main
+from rayjob_advisor.cli.verbs import main
 from rayjob_advisor.observations import read_observations
+from rayjob_advisor.profiles.shipped import shipped_data
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.paths import REPO
 
 
 def test_the_shipped_profile_is_a_real_sweep_with_provenance():
-    path = profiles.shipped_data("digits-cnn")
+    path = shipped_data("digits-cnn")
     observations, problems = read_observations(path)
     assert problems == []
     assert len(observations) >= 60
@@ -24,7 +25,7 @@ def test_the_shipped_profile_is_a_real_sweep_with_provenance():
 def test_predict_on_the_example_needs_no_other_input(capsys):
     assert main(["predict", "-f", str(REPO / "examples" / "rayjob-digits.yaml"), "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["prediction"]["profile"] == "digits-cnn"
+    assert document["prediction"]["profile"] == "shipped/digits-cnn"  # as the operator names it
     assert document["prediction"]["features"]["workers"] == 2
     assert [row["replicas"] for row in document["what_if"]] == [1, 2, 3, 4]
 
@@ -39,7 +40,7 @@ def test_unknown_workloads_have_no_shipped_profile(capsys):
 
 
 def test_shipped_profiles_are_fitted_once_a_job_asks_for_one():
-    store = profiles.ProfileStore()
+    store = ProfileStore()
     assert store.stale() == []  # seven profiles, no fit at start-up
     profile = store.find("team-a", "pollux-imagenet")
     assert store.stale() == [profile] and profile.label == "shipped/pollux-imagenet"

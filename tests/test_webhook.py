@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 
 from benchmarks import admission_fuzz
 from benchmarks.admission_fuzz import random_rayjobs
-from rayjob_advisor import admission
 from rayjob_advisor import contract as ann
+from rayjob_advisor.kube import admission
 from rayjob_advisor_testkit.admission import Webhook
 from rayjob_advisor_testkit.profiles import WORKLOAD
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group

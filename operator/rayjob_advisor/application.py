@@ -1,37 +1,46 @@
-"""The advisor's two decisions about one RayJob, as plain data the kopf handlers only apply.
+"""Start here: what the advisor does with a RayJob, as plain data that the operator, the CLI and the plugin present.
 
-``advise``: before a RayJob runs, one merge patch (the prediction and
-recommendation annotations, in ``enforce`` mode the resized worker group
-(replicas and, where the plan changes them, GPUs per worker) and Ray Train
-worker count — both or neither — with ``original-replicas``,
-and the release of a job held for us) and the messages that explain it.
+``forecast``: what the advisor makes of a RayJob that has not started — its
+features, the prediction, the plan for its deadline, and everything it
+writes: one merge patch (the prediction and recommendation annotations and
+their label mirror; in ``enforce`` mode the resized worker group (replicas
+and, where the plan changes them, GPUs per worker) and Ray Train worker
+count — both or neither — with ``original-replicas``; the release of a job
+held for us; the hooks' writes) and the messages that explain it.
 ``enforce`` never resizes a job whose plan rests on an input it does not
 give (its batch, its epochs): the recommendation says which annotation to
 add (``NotResized``), as it does when Ray Train could not follow the pods.
-``learn``: when it has finished, what its run teaches (the observation to
-append, the error of our prediction, its deadline outcome). Bad input never raises: it becomes the ``error``
-annotation and a warning.
+The operator, ``rayjob-advisor predict`` and ``kubectl rayjob-advisor
+what-if`` all ask it, with the prices, default workload and hooks of the
+one configuration (``Policy``).
+
+``advise``: the operator's ``forecast``, bad input turned into the ``error``
+annotation and a warning (it never raises for it). ``learn``: when a job has
+finished, what its run teaches (the observation to append, the error of our
+prediction, its deadline outcome).
 """
 
 from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pydantic
 
-from rayjob_advisor import completions, contract, hooks, planner, prediction, profiles
-from rayjob_advisor.features import Features, UnpredictableJob, features_from_rayjob
-from rayjob_advisor.hooks import Progress
+from rayjob_advisor import contract, reasons
+from rayjob_advisor.advice import completions, planner, prediction
+from rayjob_advisor.advice.features import Features, features_from_rayjob
+from rayjob_advisor.advice.prediction import Prediction
+from rayjob_advisor.errors import AnnotationError, UnpredictableJob, UserError
+from rayjob_advisor.kuberay import hooks
+from rayjob_advisor.kuberay.hooks import Progress
+from rayjob_advisor.kuberay.manifest import MergePatch, merge, metadata_patch
+from rayjob_advisor.kuberay.rayjob import RayJob
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import AcceleratorChoice, Observation
-from rayjob_advisor.rayjob import MergePatch, RayJob, merge
-
-
-class ProfileNotReady(Exception):
-    """The job's profile has no fitted model yet: try again shortly, never fit on the request path."""
+from rayjob_advisor.profiles.store import ProfileSource
 
 
 class Policy(pydantic.BaseModel):
@@ -51,10 +60,34 @@ class Message(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    reason: str  # the Event reason, CamelCase
+    reason: str  # the Event reason (``reasons``)
     text: str
     warning: bool = False
     event: bool = True
+
+
+class Forecast(pydantic.BaseModel):
+    """What the advisor makes of one RayJob that has not started, and everything it writes on it (``patch``)."""
+
+    model_config = pydantic.ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    inputs: contract.AdvisorInputs
+    job: Features
+    profile: str  # its label, as the ``prediction`` annotation names it
+    model: RuntimeModel
+    choice: AcceleratorChoice  # whose runs the model was fitted on
+    prices: planner.Prices
+    startup: float  # the job's expected start-up at its own size, seconds
+    prediction: Prediction
+    plan: planner.Recommendation | None  # with a deadline
+    patch: MergePatch
+    messages: tuple[Message, ...] = ()
+    resized: bool = False
+    walltime: float  # expected start-up + upper bound of the job as advised (resized or not), seconds
+
+    def what_if(self, replicas: Sequence[int] = (), gpus: Sequence[float] = ()) -> list[planner.Option]:
+        """The job's runtimes and costs at every size the planner considers, or at those asked."""
+        return prediction.what_if(self.job, self.model, self.inputs.confidence, self.prices, replicas, gpus)
 
 
 class Advice(pydantic.BaseModel):
@@ -83,95 +116,96 @@ def job_inputs(rayjob: RayJob, policy: Policy) -> contract.AdvisorInputs:
 
 
 def advise(
-    body: Mapping[str, Any], store: profiles.ProfileStore, *, policy: Policy, may_resize: bool, now: dt.datetime
+    body: Mapping[str, Any], profiles: ProfileSource, *, policy: Policy, may_resize: bool, now: dt.datetime
 ) -> Advice:
-    """The advisor's changes to one RayJob that has not started (an empty patch in mode ``off``).
+    """The advisor's changes to one RayJob that has not started (``forecast``; a release only in mode ``off``).
 
-    Before KubeRay builds the cluster (``may_resize``), the enabled ``hooks`` carry the expected walltime of
-    the job as advised (resized or not) to the schedulers that read it, and wire its head pod to report
-    progress (a job the advisor does not predict has no ETA to refine: it gets no hooks).
-    """
-    advice = _advise(body, store, policy=policy, may_resize=may_resize, now=now)
-    enabled = hooks.enabled(policy.hooks, policy.namespace_labels)
-    if not may_resize or not enabled or advice.walltime is None:
-        return advice
-    advised = merge(copy.deepcopy(dict(body)), advice.patch)  # a resize replaces the group list the hooks add to
-    written = hooks.patch(advised, enabled, advice.walltime, policy.progress)
-    advice = advice.model_copy(update={"patch": merge(advice.patch, written)})
-    if "progress" in enabled and policy.progress is None:
-        off = Message(reason="ProgressOff", text=f"{hooks.PROGRESS_OFF}: nothing injected", warning=True, event=False)
-        return advice.model_copy(update={"messages": (*advice.messages, off)})
-    return advice
-
-
-def _advise(
-    body: Mapping[str, Any], store: profiles.ProfileStore, *, policy: Policy, may_resize: bool, now: dt.datetime
-) -> Advice:
-    """``advise`` without the hooks.
-
-    ``may_resize``: KubeRay has not built the cluster yet (admission of a
-    CREATE, or a job held for us), so ``enforce`` may resize the scaled group
-    and a held job is released — whatever the advice, a RayJob is never left
-    waiting for us. Raises ``ProfileNotReady`` while the profile's first fit
-    is still running (the job stays held until it is done).
+    Bad input becomes the ``error`` annotation and a warning. Raises
+    ``ProfileNotReady`` while the profile's first fit is still running (a
+    held job stays held until it is done).
     """
     rayjob = RayJob(body)
-    release = rayjob.release() if may_resize else {}
+    inputs = None
     try:
         inputs = job_inputs(rayjob, policy).within_reach(now)
-    except contract.AnnotationError as exc:
-        return _bad_input(rayjob, str(exc), release, workload=None)
+        if inputs.mode == "off":
+            return Advice(patch=rayjob.release() if may_resize else {})
+        seen = forecast(body, profiles, policy=policy, may_resize=may_resize, now=now)
+    except UserError as exc:
+        release = rayjob.release() if may_resize else {}
+        return _bad_input(rayjob, str(exc), release, workload=inputs.workload if inputs else None)
+    known = {"workload": seen.inputs.workload, "p50": seen.prediction.p50, "walltime": seen.walltime}
+    return Advice(patch=seen.patch, messages=seen.messages, resized=seen.resized, **known)
+
+
+def forecast(
+    body: Mapping[str, Any], profiles: ProfileSource, *, policy: Policy, may_resize: bool, now: dt.datetime
+) -> Forecast:
+    """What the advisor makes of one RayJob that has not started, and writes on it (nothing in mode ``off``).
+
+    ``may_resize``: KubeRay has not built the cluster yet (admission of a
+    CREATE, or a job held for us), so ``enforce`` may resize the scaled group,
+    a held job is released — whatever the advice, a RayJob is never left
+    waiting for us — and the enabled ``hooks`` carry the expected walltime of
+    the job as advised (resized or not) to the schedulers that read it, and
+    wire its head pod to report progress. Every input is checked before the
+    profile is asked for its model (a fit, for a tool that fits when asked):
+    a mistake costs no waiting. Raises ``UserError`` for bad input,
+    ``ProfileNotReady`` while the profile's fit is running.
+    """
+    rayjob = RayJob(body)
+    inputs = job_inputs(rayjob, policy).within_reach(now)
+    job = features_from_rayjob(body, inputs)
+    prediction.require_predictable(job)
+    fitted = profiles.fitted(rayjob.namespace, inputs.workload, job.accelerator)
+    result = prediction.predict(job, fitted.model, fitted.label, inputs.confidence, now, fitted.choice.assumed)
+    deadline = rayjob.deadline(inputs, now)  # a duration counts from creation; at admission, from now
+    plan = planner.recommend(job, fitted.model, deadline, now, inputs.confidence, policy.prices) if deadline else None
+    startup = float(fitted.model.startup([job])[0])
+    seen = Forecast(
+        inputs=inputs, job=job, profile=fitted.label, model=fitted.model, choice=fitted.choice, prices=policy.prices,
+        startup=startup, prediction=result, plan=plan, patch={}, walltime=startup + result.upper,
+    )  # fmt: skip
+    release = rayjob.release() if may_resize else {}
     if inputs.mode == "off":
-        return Advice(patch=release)
-    try:
-        job = features_from_rayjob(body, inputs)
-        prediction.require_predictable(job)
-        profile, model, choice = fitted_profile(store, rayjob.namespace, inputs.workload, job.accelerator)
-    except (UnpredictableJob, contract.AnnotationError, profiles.UnknownWorkload) as exc:
-        return _bad_input(rayjob, str(exc), release, workload=inputs.workload)
-    result, plan = prediction.forecast(
-        body, inputs, job, model, profile.label, policy.prices, now, assumed_accelerator=choice.assumed
+        return seen.model_copy(update={"patch": release})
+    other = fitted.choice.warning(fitted.label)
+    heads_up = (Message(reason=reasons.OTHER_ACCELERATOR, text=other, warning=True),) if other else ()
+    planned = _planned(seen, rayjob, may_resize=may_resize, now=now)
+    planned = planned.model_copy(
+        update={"patch": merge(planned.patch, release), "messages": (*heads_up, *planned.messages)}
     )
-    other = choice.warning(profile.label)
-    heads_up = (Message(reason="OtherAccelerator", text=other, warning=True),) if other else ()
+    return _hooked(planned, body, policy) if may_resize else planned
+
+
+def _planned(seen: Forecast, rayjob: RayJob, *, may_resize: bool, now: dt.datetime) -> Forecast:
+    """``seen`` with the annotations of its prediction and plan, and in ``enforce`` mode the resize."""
+    result, plan, job = seen.prediction, seen.plan, seen.job
     notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
     notes |= {contract.PREDICTED: contract.format_duration(result.p50), contract.DEADLINE_STATUS: "none"}
-    startup = float(model.startup([job])[0])
-    known = {"workload": inputs.workload, "p50": result.p50, "walltime": startup + result.upper}
     if plan is None:
-        return Advice(patch=merge(_annotations(notes), release), messages=heads_up, **known)
-    enforce = may_resize and inputs.mode == "enforce" and plan.changes
+        return seen.model_copy(update={"patch": metadata_patch(notes)})
+    enforce = may_resize and seen.inputs.mode == "enforce" and plan.changes
     blocker = job.enforce_blocker if enforce else None
     if blocker:
         plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()
-    as_is = None if enforce and not blocker else (startup, result.upper)
+    as_is = None if enforce and not blocker else (seen.startup, result.upper)
     notes[contract.DEADLINE_STATUS] = _deadline_status(plan, now, as_is)
     if enforce and not blocker:
-        return _told(_resized(rayjob, job, plan, notes, release, known), *heads_up)
+        return _resized(seen.model_copy(update={"plan": plan}), rayjob, notes)
     text = f"recommends {plan.size}: {plan.reason}"
     if blocker:
-        message = Message(reason="NotResized", text=text, warning=True)
+        message = Message(reason=reasons.NOT_RESIZED, text=text, warning=True)
     else:
-        message = Message(reason="Recommended", text=text, event=False)
-    return Advice(patch=merge(_annotations(notes), release), messages=(*heads_up, message), **known)
+        message = Message(reason=reasons.RECOMMENDED, text=text, event=False)
+    return seen.model_copy(update={"plan": plan, "patch": metadata_patch(notes), "messages": (message,)})
 
 
-def _told(advice: Advice, *first: Message) -> Advice:
-    """``advice`` with ``first`` told before its own messages."""
-    return advice.model_copy(update={"messages": (*first, *advice.messages)})
-
-
-def _resized(
-    rayjob: RayJob,
-    job: Features,
-    plan: planner.Recommendation,
-    notes: dict[str, str | None],
-    release: MergePatch,
-    known: dict[str, Any],
-) -> Advice:
-    """The advice that applies ``plan`` to the scaled group and Ray Train alike, recording what they had before."""
-    assert job.scale_group is not None  # a plan that changes the size has a group to change
+def _resized(seen: Forecast, rayjob: RayJob, notes: dict[str, str | None]) -> Forecast:
+    """``seen`` with its plan applied to the scaled group and Ray Train alike, recording what they had before."""
+    job, plan = seen.job, seen.plan
+    assert job.scale_group is not None and plan is not None  # a plan that changes the size has a group to change
     gpus = plan.gpus_per_worker if plan.gpus_per_worker != plan.current_gpus_per_worker else None
     resize, original = rayjob.resize(job.scale_group.index, plan.replicas, gpus)
     changes = [f"replicas {plan.current_replicas} -> {plan.replicas}"] if plan.replicas != plan.current_replicas else []
@@ -185,11 +219,26 @@ def _resized(
         original["training"] = {"method": training.method, "place": training.place, "workers": training.count}
         changes.append(f"{training.name} {training.count} -> {count} in {training.place}")
     notes[contract.ORIGINAL_REPLICAS] = contract.compact_json(original)
-    patch = merge(merge(_annotations(notes), resize), release)
     listed = ", ".join(changes[:-1]) + " and " + changes[-1] if len(changes) > 1 else changes[0]
-    message = Message(reason="Resized", text=f"set {plan.group} {listed}: {plan.reason}")
-    known = {**known, "walltime": plan.walltime}  # the size the job now has
-    return Advice(patch=patch, messages=(message,), resized=True, **known)
+    message = Message(reason=reasons.RESIZED, text=f"set {plan.group} {listed}: {plan.reason}")
+    patch = merge(metadata_patch(notes), resize)
+    walltime = plan.walltime  # of the size the job now has
+    return seen.model_copy(update={"patch": patch, "messages": (message,), "resized": True, "walltime": walltime})
+
+
+def _hooked(seen: Forecast, body: Mapping[str, Any], policy: Policy) -> Forecast:
+    """``seen`` with the writes of the hooks enabled for the job's namespace (the job as advised: a resize replaces
+    the group list the hooks add to)."""
+    enabled = hooks.enabled(policy.hooks, policy.namespace_labels)
+    if not enabled:
+        return seen
+    advised = merge(copy.deepcopy(dict(body)), seen.patch)
+    patch = merge(seen.patch, hooks.patch(advised, enabled, seen.walltime, policy.progress))
+    messages = seen.messages
+    if "progress" in enabled and policy.progress is None:
+        text = f"{hooks.PROGRESS_OFF}: nothing injected"
+        messages = (*messages, Message(reason=reasons.PROGRESS_OFF, text=text, warning=True, event=False))
+    return seen.model_copy(update={"patch": patch, "messages": messages})
 
 
 def _deadline_status(
@@ -204,13 +253,6 @@ def _deadline_status(
     return "on-track" if meets else "at-risk"
 
 
-def _annotations(notes: Mapping[str, str | None]) -> MergePatch:
-    """The metadata patch of ``notes``: the label mirror's keys (``contract.LABEL_KEYS``) as labels."""
-    labels = {key: value for key, value in notes.items() if key in contract.LABEL_KEYS}
-    metadata = {"annotations": {key: value for key, value in notes.items() if key not in labels}}
-    return {"metadata": {**metadata, "labels": labels} if labels else metadata}
-
-
 def failed(body: Mapping[str, Any], message: str, *, may_resize: bool) -> Advice:
     """The advice when ``advise`` itself failed (a bug of ours, a value no check caught): the ``error``
     annotation and a warning, the release of a held job — reported on the job, never retried forever."""
@@ -221,26 +263,9 @@ def failed(body: Mapping[str, Any], message: str, *, may_resize: bool) -> Advice
 def _bad_input(rayjob: RayJob, message: str, release: MergePatch, workload: str | None) -> Advice:
     """The ``error`` annotation and a warning; an Event only when the error is new (no repeats on updates)."""
     new = rayjob.annotations.get(contract.ERROR) != message
-    note = Message(reason="CannotPredict", text=message, warning=True, event=new)
-    patch = merge(_annotations({contract.ERROR: message}), release)
+    note = Message(reason=reasons.CANNOT_PREDICT, text=message, warning=True, event=new)
+    patch = merge(metadata_patch({contract.ERROR: message}), release)
     return Advice(patch=patch, messages=(note,), workload=workload, error=message)
-
-
-def fitted_profile(
-    store: profiles.ProfileStore, namespace: str, workload: str | None, accelerator: str | None
-) -> tuple[profiles.Profile, RuntimeModel, AcceleratorChoice]:
-    """The job's profile and the model of its accelerator's runs (or the stand-in's, ``choice``); a failed fit is
-    the user's problem to see, a running one (or one of an accelerator no job asked for before) is not."""
-    profile = store.find(namespace, profiles.require_workload(workload))
-    choice = profile.choose(accelerator)
-    model, error = profile.model_for(choice.used)
-    if model is None:
-        if error:
-            raise profiles.UnknownWorkload(f"profile {profile.label}: {error}")
-        raise ProfileNotReady(
-            f"profile {profile.label} is being fitted" + (f" on {choice.used}" if choice.used else "")
-        )
-    return profile, model, choice
 
 
 class Lesson(pydantic.BaseModel):
@@ -263,23 +288,23 @@ def learn(body: Mapping[str, Any], policy: Policy) -> Lesson:
     rayjob = RayJob(body)
     try:
         inputs: contract.AdvisorInputs | None = job_inputs(rayjob, policy)
-    except contract.AnnotationError:
+    except AnnotationError:
         inputs = None
     try:
         job = features_from_rayjob(body, inputs) if inputs is not None and inputs.workload else None
-    except (contract.AnnotationError, UnpredictableJob):
+    except (AnnotationError, UnpredictableJob):
         job = None
     try:
         completion = completions.completion(body, job)
         outcome = completions.deadline_outcome(body, inputs) if inputs is not None else None
     except ValueError as exc:
         text = f"finished RayJob has a malformed status: {exc}"
-        return Lesson(messages=(Message(reason="CannotLearn", text=text, warning=True),))
+        return Lesson(messages=(Message(reason=reasons.CANNOT_LEARN, text=text, warning=True),))
     messages = () if outcome is None else (_deadline_message(outcome),)
-    patch = _annotations(completion.annotations() | ({contract.DEADLINE_STATUS: outcome.outcome} if outcome else {}))
-    return Lesson(patch=patch, messages=messages, completion=completion, deadline=outcome)
+    notes = completion.annotations() | ({contract.DEADLINE_STATUS: outcome.outcome} if outcome else {})
+    return Lesson(patch=metadata_patch(notes), messages=messages, completion=completion, deadline=outcome)
 
 
 def _deadline_message(outcome: completions.DeadlineOutcome) -> Message:
-    reason = {"met": "DeadlineMet", "missed": "DeadlineMissed", "failed": "DeadlineFailed"}[outcome.outcome]
-    return Message(reason=reason, text=outcome.message(), warning=outcome.outcome != "met")
+    reason = {"met": reasons.DEADLINE_MET, "missed": reasons.DEADLINE_MISSED, "failed": reasons.DEADLINE_FAILED}
+    return Message(reason=reason[outcome.outcome], text=outcome.message(), warning=outcome.outcome != "met")

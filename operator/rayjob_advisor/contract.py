@@ -15,7 +15,7 @@ and says so under ``assumed``.
 
 ``placement`` (``packed``, ``spread``, ``one-per-node``) says how the
 scheduler lays the workers on nodes; it overrides what the worker group's
-pod template implies (see ``features.placement_hint``).
+pod template implies (see ``kuberay.scheduling.placement_hint``).
 
 Values out of any sensible range (a trillion samples, a million epochs, a
 deadline more than a year away) are input errors, not plans.
@@ -33,7 +33,10 @@ from typing import Annotated, Any, Literal
 import durationpy
 import pydantic
 
-PREFIX = "rayjob-advisor.io/"
+from rayjob_advisor.errors import AnnotationError
+
+API_GROUP = "rayjob-advisor.io"  # of the RuntimeProfile CRD; the prefix of every key of ours, and of kopf's state
+PREFIX = API_GROUP + "/"
 
 # Keys set by users.
 WORKLOAD = PREFIX + "workload"
@@ -133,6 +136,11 @@ class Deadline(pydantic.BaseModel):
     def resolve(self, created: dt.datetime) -> dt.datetime:
         """The absolute deadline of a RayJob created at ``created``."""
         return self.at if self.at is not None else created + self.after  # type: ignore[operator]
+
+
+def now() -> dt.datetime:
+    """The advisor's clock: UTC, whole seconds, as the times it writes (``format_timestamp``)."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
 def parse_timestamp(text: str) -> dt.datetime:
@@ -310,10 +318,6 @@ def canonical_accelerator(text: str) -> str:
     if not name or not any(c.isdigit() for c in name):
         return normal
     return f"{name}-mig-{profile}" if mig else name
-
-
-class AnnotationError(ValueError):
-    """User annotations that cannot be parsed; the message names each key."""
 
 
 def parse_inputs(

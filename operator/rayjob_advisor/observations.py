@@ -2,11 +2,13 @@
 
 The CSV is the exchange format between the profiling harness, the operator's
 history of finished jobs and the model engine, so its header is user-facing:
-the column names in ``CSV_COLUMNS`` are fixed. Only ``dataset_size``,
-``workers`` and ``execution_seconds`` are required; an empty cell means
-"unknown" and the model engine applies the defaults documented on
-``Observation``. Lines starting with ``#`` before the header are comments
-(provenance: where and how the runs were measured).
+the column names in ``CSV_COLUMNS`` are fixed: ``Observation``'s fields, in
+order (the RuntimeProfile's keys are theirs too, in camelCase:
+``profiles.codec``). Only ``dataset_size``, ``workers`` and
+``execution_seconds`` are required; an empty cell means "unknown" and the
+model engine applies the defaults documented on ``Observation``. Lines
+starting with ``#`` before the header are comments (provenance: where and
+how the runs were measured).
 """
 
 from __future__ import annotations
@@ -22,24 +24,10 @@ from typing import Any
 import pydantic
 
 from rayjob_advisor import contract
+from rayjob_advisor.errors import ObservationsError
 
-CSV_COLUMNS: tuple[str, ...] = (
-    "workload",
-    "dataset_size",
-    "epochs",
-    "batch_size",
-    "workers",
-    "cpus_per_worker",
-    "gpus_per_worker",
-    "nodes",
-    "accelerator",
-    "execution_seconds",
-    "startup_seconds",
-    "source",
-)
 MIN_EXECUTION_SECONDS = 0.001
 """A shorter run is a measurement error (and its logarithm upsets the fit): rejected like a negative one."""
-REQUIRED_COLUMNS: frozenset[str] = frozenset({"dataset_size", "workers", "execution_seconds"})
 CONFIGURATION_FIELDS: tuple[str, ...] = (
     "workload", "dataset_size", "epochs", "batch_size", "workers", "cpus_per_worker", "gpus_per_worker",
     "accelerator",
@@ -94,6 +82,14 @@ class Observation(pydantic.BaseModel):
         if self.nodes is not None and self.nodes > self.workers:
             raise ValueError(f"nodes ({self.nodes}) cannot exceed workers ({self.workers})")
         return self
+
+
+CSV_COLUMNS: tuple[str, ...] = tuple(Observation.model_fields)
+REQUIRED_COLUMNS: frozenset[str] = frozenset(
+    name for name, field in Observation.model_fields.items() if field.is_required()
+)
+MEASURES: tuple[str, ...] = ("execution_seconds", "startup_seconds")
+"""What a run measured; the other fields (but its workload and source) are its configuration."""
 
 
 def measured_accelerators(observations: Iterable[Observation]) -> tuple[str, ...]:
@@ -156,14 +152,6 @@ class RowProblem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}"
         return f"{where}: column {self.column!r}: {self.reason}" if self.column else f"{where}: {self.reason}"
-
-
-class ObservationsError(ValueError):
-    """A CSV file that cannot be used as it is; lists every problem found."""
-
-    def __init__(self, problems: Sequence[RowProblem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
 
 
 def read_observations(

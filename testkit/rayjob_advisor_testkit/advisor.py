@@ -1,6 +1,6 @@
 """The real rayjob-advisor operator, controller or webhook role, against the emulator: one context manager.
 
-This module is the kit's only caller of ``rayjob_advisor.run.operator_arguments``.
+This module is the kit's only caller of ``rayjob_advisor.kube.run.operator_arguments``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 import kopf
 
-from rayjob_advisor import profiles, reports, run
-from rayjob_advisor.config import OperatorConfig
+from rayjob_advisor.errors import UnknownWorkload
+from rayjob_advisor.kube import reports, run
+from rayjob_advisor.kube.config import OperatorConfig
 from rayjob_advisor_testkit.admission import Webhook
 from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.emulator import Emulator, operator_settings, run_operator
@@ -31,7 +32,8 @@ def free_port() -> int:
     """A TCP port nobody listens on now (for the operator's webhook, metrics and liveness servers)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _accepting(port: int) -> bool:
@@ -70,7 +72,7 @@ class RunningAdvisor:
         """Until the profile a RayJob of ``workload`` in ``namespace`` would use is loaded and fitted."""
 
         def fitted() -> bool:
-            with contextlib.suppress(profiles.UnknownWorkload):  # not loaded yet
+            with contextlib.suppress(UnknownWorkload):  # not loaded yet
                 return self.memo.store.find(namespace, workload).model is not None
             return False
 

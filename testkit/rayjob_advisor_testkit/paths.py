@@ -18,6 +18,7 @@ SAMPLES = SHARED / "kuberay" / "samples"
 POLLUX = SHARED / "datasets" / "pollux"
 SIA = SHARED / "datasets" / "sia"
 CRDS = REPO / "crds"
+CHART = REPO / "charts" / "rayjob-advisor"
 
 if not CRDS.is_dir():
     raise ImportError(f"the test kit reads the checkout it lives in, and {REPO} is none: pip install -e ./testkit")

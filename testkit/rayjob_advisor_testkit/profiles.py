@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from rayjob_advisor import profiles
+from rayjob_advisor import contract as ann
 from rayjob_advisor.observations import Observation
+from rayjob_advisor.profiles.codec import runtime_profile_manifest
+from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 WORKLOAD = "synthetic"
@@ -22,7 +24,7 @@ def sync_sgd_time(size: int, workers: int, batch: int, nodes: int, gpus: float =
     intra-node data parallelism does: twice the GPUs cost twice but are not twice as fast.
     """
     steps = math.ceil(size / batch)
-    compute = 0.02 + 0.004 * batch / workers / max(1.0, gpus) ** 0.8
+    compute: float = 0.02 + 0.004 * batch / workers / max(1.0, gpus) ** 0.8  # typeshed: float ** float may be complex
     sync = 0.0 if workers == 1 else 0.01 + 0.002 * (workers - 1) + (0.03 if nodes > 1 else 0.0)
     return 3.0 + steps * (compute + sync)
 
@@ -82,19 +84,17 @@ def small_profile_runs() -> list[Observation]:
     ]
 
 
-def fitted_store(runs: list[Observation]) -> profiles.ProfileStore:
+def fitted_store(runs: list[Observation]) -> ProfileStore:
     """A store of ``runs`` alone (no shipped profile), fitted as default/``WORKLOAD``: what ``advise`` is given by
     the tests that run no operator."""
-    store = profiles.ProfileStore(shipped=False)
+    store = ProfileStore(shipped=False)
     store.put("default", WORKLOAD, WORKLOAD, runs, []).fit()
     return store
 
 
 def profile_manifest(runs: list[Observation] | None = None, workload: str = WORKLOAD) -> dict[str, Any]:
     """A RuntimeProfile in namespace default, of ``runs`` (default: ``small_profile_runs``)."""
-    manifest: dict[str, Any] = profiles.runtime_profile_manifest(
-        workload, small_profile_runs() if runs is None else runs
-    )
+    manifest: dict[str, Any] = runtime_profile_manifest(workload, small_profile_runs() if runs is None else runs)
     return {**manifest, "metadata": {**manifest["metadata"], "namespace": "default"}}
 
 
@@ -108,3 +108,19 @@ def profiled_rayjob(name: str, **notes: str) -> dict[str, Any]:
     )  # fmt: skip
     body["metadata"]["name"] = name
     return body
+
+
+def deadline_job(
+    mode: str, deadline: str = "30s", replicas: int = 1, suspend: bool = False, count: int | None = None, **notes: str
+) -> dict[str, Any]:
+    """A RayJob of the synthetic ``WORKLOAD`` (16000 samples, global batch 64, 1 epoch) with a deadline and ``mode``,
+    whose script reads ``NUM_WORKERS`` (``count``, by default one per pod): the deadline tests' job."""
+    return make_rayjob(
+        annotations={
+            ann.WORKLOAD: WORKLOAD, ann.DATASET_SIZE: "16000", ann.BATCH_SIZE: "64", ann.EPOCHS: "1",
+            ann.DEADLINE: deadline, ann.MODE: mode, **notes,
+        },
+        groups=[worker_group(replicas=replicas, minReplicas=1, maxReplicas=4)],
+        suspend=suspend,
+        runtimeEnvYAML=f"env_vars:\n  NUM_WORKERS: '{count or replicas}'\n",
+    )  # fmt: skip

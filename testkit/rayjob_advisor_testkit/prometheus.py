@@ -1,4 +1,5 @@
-"""Prometheus's own tools (Debian's ``prometheus`` package, from ``hack/install-promtool``) and the dashboard's queries.
+"""Prometheus's own tools (Debian's ``prometheus`` package, from ``hack/install-promtool``), the dashboard's queries,
+and the series the advisor exports.
 
 The alert rules and the Grafana dashboard are checked by ``promtool`` and pictured from a real ``prometheus``, not
 by regular expressions: this module finds the binaries and turns the dashboard's panels into plain PromQL.
@@ -14,9 +15,12 @@ import shutil
 import sys
 from typing import Literal
 
-from rayjob_advisor_testkit.paths import REPO
+from rayjob_advisor.kube.metrics import Metrics
+from rayjob_advisor_testkit.paths import CHART
 
-DASHBOARD = REPO / "charts" / "rayjob-advisor" / "dashboards" / "rayjob-advisor.json"
+DASHBOARD = CHART / "dashboards" / "rayjob-advisor.json"
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+"""The series of each metric type, by their suffix to the metric's name."""
 
 
 class MissingTool(RuntimeError):
@@ -71,3 +75,9 @@ def promql(expr: str, rate_interval: str, range_: str) -> str:
     if "$" in query:
         raise ValueError(f"a Grafana variable this module does not know is left in {query!r}")
     return query
+
+
+def exported_series() -> set[str]:
+    """Every series name /metrics can carry, by metric type (labelled ones included before their first sample)."""
+    families = Metrics().registry.collect()
+    return {family.name + suffix for family in families for suffix in SUFFIXES[family.type]}

@@ -80,7 +80,7 @@ def make_rayjob(
 
 def worker_group(name: str = "workers", resources: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
     """The default worker group of ``make_rayjob``, renamed, with other resources or fields."""
-    group = copy.deepcopy(make_rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"][0])
+    group: dict[str, Any] = copy.deepcopy(make_rayjob()["spec"]["rayClusterSpec"]["workerGroupSpecs"][0])
     group["groupName"] = name
     if resources is not None:
         group["template"]["spec"]["containers"][0]["resources"] = resources
@@ -103,7 +103,8 @@ def counted(
     if submitter_env is not None:
         container = {"name": "submitter", "image": "rayproject/ray:2.52.0", "env": submitter_env}
         spec["submitterPodTemplate"] = {"spec": {"restartPolicy": "Never", "containers": [container]}}
-    rayjob = make_rayjob(annotations=notes, groups=[worker_group(**{"replicas": 2, **group})], **spec)
+    fields: dict[str, Any] = {"replicas": 2, **group}
+    rayjob = make_rayjob(annotations=notes, groups=[worker_group(**fields)], **spec)
     if head_env is not None:
         rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = head_env
     return rayjob

@@ -14,7 +14,9 @@ import yaml
 def crd_schema(path: pathlib.Path, version: str) -> dict[str, Any]:
     """The openAPIV3Schema of one version of the CRD in ``path``."""
     crd = yaml.safe_load(path.read_text())
-    return next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
+    served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+    return schema
 
 
 def apply_defaults(value: Any, schema: dict[str, Any]) -> Any:

@@ -1,0 +1,232 @@
+"""The operator's settings: one typed object, from flags over environment over defaults.
+
+Environment variables are ``RAYJOB_ADVISOR_<FIELD>`` (upper case); lists are
+comma-separated. Flags of ``rayjob-advisor run`` override them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pydantic
+
+from rayjob_advisor import contract
+from rayjob_advisor.advice.planner import Prices
+from rayjob_advisor.application import Policy
+from rayjob_advisor.kuberay.hooks import Progress
+
+ENV_PREFIX = "RAYJOB_ADVISOR_"
+ADVICE_SETTINGS = frozenset({
+    "default_workload", "cpu_hour_price", "gpu_hour_price", "accelerator_gpu_hour_prices", "hooks", "progress_url",
+    "progress_audience", "tls_ca_file",
+})  # fmt: skip
+"""The settings a forecast depends on (``OperatorConfig.policy``); the rest are the running operator's own."""
+logger = logging.getLogger(__name__)
+
+
+class OperatorConfig(pydantic.BaseModel):
+    """How ``rayjob-advisor run`` behaves."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["controller", "webhook"] = pydantic.Field(
+        default="controller",
+        description="the controller (one leader at a time), or a stateless admission webhook replica",
+    )
+    peering: str | None = pydantic.Field(
+        default=None,
+        description="leader election of controller replicas: the name of their kopf peering object "
+        "(ClusterKopfPeering; KopfPeering in each watched namespace with a namespaces list); unset: standalone, "
+        "one replica only",
+    )
+    peering_lifetime_seconds: int = pydantic.Field(
+        default=60, ge=2, description="how long a controller replica that stops renewing stays the leader"
+    )
+    namespaces: tuple[str, ...] = pydantic.Field(default=(), description="watched namespaces; empty: all")
+    shared_profile_namespaces: tuple[str, ...] = pydantic.Field(
+        default=(),
+        description="namespaces whose RuntimeProfiles serve jobs of every namespace without one of their own "
+        "(first listed first); always watched. Profiles elsewhere serve only their own namespace",
+    )
+    log_format: Literal["text", "json"] = "text"
+    liveness_port: int = pydantic.Field(default=8080, ge=0, le=65535, description="0 disables /healthz")
+    default_workload: str | None = pydantic.Field(
+        default=None, description="profile for RayJobs that name no workload; unset: they get an error"
+    )
+    kube_api: str | None = pydantic.Field(
+        default=None, description="API server URL (e.g. kubectl proxy); unset: in-cluster or kubeconfig"
+    )
+    refit_interval_seconds: float = pydantic.Field(default=2.0, gt=0, description="how often stale profiles refit")
+    refit_duty: float = pydantic.Field(
+        default=0.1, gt=0, le=1, description="largest share of time refits take while a profile's runs keep changing"
+    )
+    shipped_profiles: bool = pydantic.Field(default=True, description="fall back on the embedded default profiles")
+    metrics_port: int = pydantic.Field(default=9090, ge=0, le=65535, description="/metrics port; 0: none")
+    metrics_job_ttl_seconds: float = pydantic.Field(
+        default=600.0, ge=0, description="how long per-job gauges stay after the job ends"
+    )
+    webhook_port: int = pydantic.Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook role")
+    tls_cert_file: str | None = pydantic.Field(default=None, description="the webhook's certificate (PEM)")
+    tls_key_file: str | None = pydantic.Field(default=None, description="the webhook's private key (PEM)")
+    tls_ca_file: str | None = pydantic.Field(
+        default=None,
+        description="the CA of tls_cert_file (PEM; the chart's Secret's ca.crt): the progress hook gives it to jobs, "
+        "to verify the progress endpoint (a certificate, public; never a key)",
+    )
+    webhook_header_timeout_seconds: float = pydantic.Field(
+        default=5.0,
+        gt=0,
+        description="the webhook (and the progress endpoint) closes a connection whose TLS handshake, or whose "
+        "request line and headers, are not all in within this long (from its handshake or its previous answer; "
+        "also the idle keep-alive)",
+    )
+    webhook_body_timeout_seconds: float = pydantic.Field(
+        default=5.0,
+        gt=0,
+        description="the webhook (and the progress endpoint) answers 408 and closes when a request body takes "
+        "longer to arrive",
+    )
+    webhook_max_connections: int = pydantic.Field(
+        default=256,
+        ge=1,
+        description="open connections of the webhook (and of the progress endpoint); beyond: 503 and closed (the "
+        "API server fails open)",
+    )
+    sweep_interval_seconds: float = pydantic.Field(
+        default=15.0, gt=0, description="how often the leader checks running jobs (DeadlineAtRisk, RuntimeOverrun)"
+    )
+    progress_port: int = pydantic.Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="HTTPS port of the controller's progress endpoint (POST /progress, with tls_cert_file and "
+        "tls_key_file, reloaded when they change, and the webhook's connection limits); 0: none",
+    )
+    progress_audience: str = pydantic.Field(
+        default="rayjob-advisor", min_length=1, description="the audience progress reporters' tokens must be for"
+    )
+    progress_url: str | None = pydantic.Field(
+        default=None,
+        pattern=r"^https://",
+        description="where progress reporters post (the chart: its progress Service), which the progress hook "
+        "gives jobs; unset: progress reporting is off, and the hook injects nothing",
+    )
+    hooks: tuple[Literal["kueue", "karpenter", "progress"], ...] = pydantic.Field(
+        default=(),
+        description="hooks written at admission for every namespace (a namespace label "
+        "rayjob-advisor.io/hook-NAME: 'true'|'false' overrides): kueue (maxRunDurationSeconds), karpenter "
+        "(do-not-disrupt for the expected walltime), progress (the head pod wired to report progress)",
+    )
+    cpu_hour_price: float = pydantic.Field(default=0.05, ge=0, description="planner cost of a CPU-hour")
+    gpu_hour_price: float = pydantic.Field(
+        default=2.5, ge=0, description="planner cost of a GPU-hour of an accelerator not priced on its own"
+    )
+    accelerator_gpu_hour_prices: dict[str, pydantic.NonNegativeFloat] = pydantic.Field(
+        default_factory=dict,
+        description="planner cost of a GPU-hour per accelerator (canonical names, e.g. a100=3.7,h100=9.8)",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _webhook_needs_tls(self) -> OperatorConfig:
+        if self.role == "webhook" and not (self.tls_cert_file and self.tls_key_file):
+            raise ValueError("the webhook role needs tls_cert_file and tls_key_file (the API server calls it over TLS)")
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _progress_needs_tls(self) -> OperatorConfig:
+        if self.progress_port and not (self.tls_cert_file and self.tls_key_file):
+            raise ValueError("the progress endpoint needs tls_cert_file and tls_key_file (reporters send tokens)")
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _progress_hook_needs_an_endpoint(self) -> OperatorConfig:
+        if "progress" in self.hooks and not self.progress_url:
+            raise ValueError("the progress hook needs progress_url (where the jobs it wires report)")
+        return self
+
+    def policy(self, namespace_labels: Mapping[str, str]) -> Policy:
+        """What these settings and a namespace's labels decide for every job in it (``application.Policy``)."""
+        return Policy(
+            default_workload=self.default_workload,
+            prices=self.prices,
+            namespace_labels=namespace_labels,
+            hooks=frozenset(self.hooks),
+            progress=progress_endpoint(self),
+        )
+
+    @property
+    def prices(self) -> Prices:
+        return Prices(
+            cpu_hour=self.cpu_hour_price,
+            gpu_hour=self.gpu_hour_price,
+            accelerator_gpu_hour=self.accelerator_gpu_hour_prices,
+        )
+
+    @property
+    def watched_namespaces(self) -> tuple[str, ...]:
+        """What the operator watches: ``namespaces`` and the shared profile namespaces; empty: all."""
+        if not self.namespaces:
+            return ()
+        return tuple(dict.fromkeys((*self.namespaces, *self.shared_profile_namespaces)))
+
+    @pydantic.field_validator("namespaces", "shared_profile_namespaces", "hooks", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(n.strip() for n in value.split(",") if n.strip()) if isinstance(value, str) else value
+
+    @pydantic.field_validator("accelerator_gpu_hour_prices", mode="before")
+    @classmethod
+    def _accelerator_prices(cls, value: Any) -> Any:
+        """``a100=3.7,h100=9.8`` (a variable) or a mapping; names made canonical (``NVIDIA-A100`` is ``a100``)."""
+        if isinstance(value, str):
+            pairs = [pair.partition("=") for pair in value.split(",") if pair.strip()]
+            if any(not sep or not name.strip() for name, sep, _ in pairs):
+                raise ValueError(f"{value!r}: expected ACCELERATOR=PRICE pairs separated by commas (a100=3.7,t4=0.35)")
+            value = {name: price.strip() for name, _, price in pairs}
+        if isinstance(value, Mapping):
+            return {contract.canonical_accelerator(str(name)): price for name, price in value.items()}
+        return value
+
+
+def advice_config(environ: Mapping[str, str] = os.environ) -> OperatorConfig:
+    """The ``ADVICE_SETTINGS`` from the ``RAYJOB_ADVISOR_*`` variables the operator reads: what ``predict`` and the
+    kubectl plugin forecast with (the operator's other settings, e.g. a webhook role without TLS, are no business
+    of theirs)."""
+    names = {ENV_PREFIX + name.upper() for name in ADVICE_SETTINGS}
+    return load_config({}, {key: value for key, value in environ.items() if key in names})
+
+
+def load_config(flags: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> OperatorConfig:
+    """Defaults, overridden by ``RAYJOB_ADVISOR_*`` variables, overridden by flags that were given."""
+    values: dict[str, Any] = {
+        name: environ[ENV_PREFIX + name.upper()]
+        for name in OperatorConfig.model_fields
+        if ENV_PREFIX + name.upper() in environ
+    }
+    values.update({name: value for name, value in flags.items() if value not in (None, [], ())})
+    return OperatorConfig.model_validate(values)
+
+
+def progress_endpoint(config: OperatorConfig) -> Progress | None:
+    """Where the ``progress`` hook points jobs; None while progress reporting is off (no ``progress_url``).
+
+    The CA is read anew each time: a renewed certificate (cert-manager's self-signed one) comes with a new
+    CA, which the jobs admitted from then on get. A CA that cannot be read, or a file holding a key, is
+    left out (and said in the log): the reporter falls back on the system's CAs.
+    """
+    if not config.progress_url:
+        return None
+    ca = None
+    if config.tls_ca_file:
+        try:
+            ca = pathlib.Path(config.tls_ca_file).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            logger.warning("the progress hook injects no CA: cannot read %s: %s", config.tls_ca_file, exc)
+        if ca is not None and "PRIVATE KEY" in ca:
+            logger.warning("the progress hook injects no CA: %s holds a private key", config.tls_ca_file)
+            ca = None
+    return Progress(url=config.progress_url, audience=config.progress_audience, ca=ca)

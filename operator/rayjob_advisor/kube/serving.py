@@ -1,0 +1,254 @@
+"""Hardened HTTPS serving: the admission webhook's and the controller's progress endpoint's one server.
+
+Slow or numerous clients cannot hold it (slow-loris): a connection's TLS
+handshake, and its request line and headers, get ``header_timeout``; its body
+``body_timeout`` (408, closed) and at most the route's ``max_bytes`` (413);
+beyond ``max_connections`` open connections a new one gets a 503 and is
+closed. A renewed certificate (cert-manager's, or a replaced Secret) is
+served without a restart: mounted Secrets send no events, so the files are
+re-read every ``CERT_CHECK_SECONDS``, and the server restarts once they have
+changed and load together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import logging
+import os
+import pathlib
+import ssl
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+
+import aiohttp.web
+import aiohttp.web_protocol
+
+from rayjob_advisor.kube.config import OperatorConfig
+
+CERT_CHECK_SECONDS = 10.0  # kopf's default is 60; a mounted Secret is updated within about a minute anyway
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[aiohttp.web.Request, bytes], Awaitable[aiohttp.web.Response]]
+"""A route's handler: the request, and its whole body (read within the limits)."""
+
+TLS = Callable[[], tuple[bytes | None, ssl.SSLContext | None]]
+"""Loads the certificate files: (the CA bundle clients are told to trust, if any; the server's context)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one server gives any client: slow or numerous connections cannot hold it (slow-loris)."""
+
+    header_timeout: float = 5.0  # TLS handshake; request line and headers (from the handshake or the last answer)
+    body_timeout: float = 5.0  # the whole request body, once the headers are in
+    max_connections: int = 256  # established connections; beyond: 503 and closed
+    backlog: int = 128  # the listening socket's queue of connections not yet accepted
+
+    @classmethod
+    def of(cls, config: OperatorConfig) -> Limits:
+        return cls(
+            header_timeout=config.webhook_header_timeout_seconds,
+            body_timeout=config.webhook_body_timeout_seconds,
+            max_connections=config.webhook_max_connections,
+        )
+
+
+def post(path: str, handler: Handler, *, limits: Limits, max_bytes: int) -> aiohttp.web.RouteDef:
+    """A POST route whose ``handler`` is given the whole body: 408 past ``body_timeout``, 413 past ``max_bytes``.
+
+    aiohttp's own ``client_max_size`` bounds the size but not the time a body takes to come in.
+    """
+
+    async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        try:
+            async with asyncio.timeout(limits.body_timeout):
+                body = await _body(request, max_bytes)
+        except TimeoutError:
+            return await _closing(request, 408, f"the request body took over {limits.body_timeout:g} s")
+        if len(body) > max_bytes:
+            text = f"request body over {max_bytes} bytes"
+            return aiohttp.web.Response(status=413, reason=text, text=text)
+        return await handler(request, body)
+
+    return aiohttp.web.post(path, serve)
+
+
+async def _body(request: aiohttp.web.Request, max_bytes: int) -> bytes:
+    """The request body, read up to one byte past ``max_bytes``: enough to tell a body too big."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            break
+    return b"".join(chunks)
+
+
+async def _closing(request: aiohttp.web.Request, status: int, text: str) -> aiohttp.web.Response:
+    """Sent now, then the connection closed: aiohttp would otherwise linger to read the rest of the body."""
+    response = aiohttp.web.Response(status=status, text=text)
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    request.protocol.force_close()
+    return response
+
+
+async def serve(
+    routes: Iterable[aiohttp.web.RouteDef],
+    *,
+    host: str | None,
+    port: int,
+    limits: Limits,
+    tls: TLS,
+    files: Iterable[str | os.PathLike[str] | None],
+    check_interval: float,
+) -> AsyncGenerator[bytes | None]:
+    """Serves ``routes`` until closed; yields ``tls()``'s CA bundle once listening, again after each renewal.
+
+    ``files`` are what ``tls`` loads: when they change and ``tls()`` succeeds, the server restarts with the
+    new context. ``host`` None: any interface.
+    """
+    paths = [pathlib.Path(file) for file in files if file is not None]
+    cadata, context = tls()
+    while True:
+        app = aiohttp.web.Application()
+        app.add_routes(routes)
+        # aiohttp (3.14, as pinned) closes a connection still waiting for its request line and headers when
+        # keepalive_timeout runs out: counted from the handshake or the previous answer, never extended
+        # by the bytes that trickle in.
+        # A body left unread (a 413) is drained for at most body_timeout before the connection closes.
+        runner = aiohttp.web.AppRunner(
+            app, handle_signals=False, keepalive_timeout=limits.header_timeout, lingering_time=limits.body_timeout
+        )
+        await runner.setup()
+        try:
+            await _BoundedSite(runner, host, port, ssl_context=context, limits=limits).start()
+            yield cadata
+            cadata, context = await _renewed(tls, paths, check_interval)
+            logger.info(f"restarting the server on port {port} with the renewed certificate files")
+        finally:
+            await runner.cleanup()
+
+
+async def _renewed(
+    tls: TLS, paths: list[pathlib.Path], check_interval: float
+) -> tuple[bytes | None, ssl.SSLContext | None]:
+    """``tls()`` once the files have changed and load together; until then, the old ones are served."""
+    if not paths:  # a self-signed certificate in memory: nothing to reload
+        await asyncio.Event().wait()
+
+    def digest() -> str:
+        hasher = hashlib.sha256()
+        for path in paths:
+            hasher.update(path.read_bytes())
+        return hasher.hexdigest()
+
+    initial = digest()
+    while True:
+        await asyncio.sleep(check_interval)
+        try:
+            if digest() != initial:
+                return tls()
+        except (OSError, ssl.SSLError) as exc:  # half-written, or a key of another certificate: keep the old one
+            logger.warning(f"the certificate files changed but do not load yet; still serving the old ones: {exc}")
+
+
+class _BoundedSite(aiohttp.web.TCPSite):
+    """aiohttp's TCP site with a TLS handshake timeout and at most ``max_connections`` established connections."""
+
+    def __init__(
+        self,
+        runner: aiohttp.web.AppRunner,
+        host: str | None,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        limits: Limits,
+    ) -> None:
+        super().__init__(
+            runner, host, port, ssl_context=ssl_context, backlog=limits.backlog, reuse_address=True, reuse_port=True
+        )
+        self._limits = limits
+        self._runner_server = runner.server
+        self._last_warning = 0.0
+
+    async def start(self) -> None:
+        await aiohttp.web.BaseSite.start(self)  # registers the site with its runner (TCPSite's would also listen)
+        self._server = await asyncio.get_running_loop().create_server(
+            self._protocol,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+            ssl_handshake_timeout=self._limits.header_timeout if self._ssl_context is not None else None,
+        )
+
+    def _protocol(self) -> asyncio.Protocol:
+        return _Gate(self)
+
+    def full(self) -> bool:
+        server = self._runner_server
+        if server is None or len(server.connections) < self._limits.max_connections:
+            return False
+        now = time.monotonic()
+        if now - self._last_warning > 10:
+            self._last_warning = now
+            logger.warning(f"{self._limits.max_connections} connections open on port {self._port}: refusing more (503)")
+        return True
+
+
+_BUSY = b"too many connections open; try again"
+_BUSY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY), _BUSY)
+)
+
+
+class _Gate(asyncio.Protocol):
+    """aiohttp's protocol for one connection, made once it is established (TLS done) if the site is not full.
+
+    A connection beyond the limit gets a 503 and is closed (the API server then fails open: ``failurePolicy:
+    Ignore``; a progress reporter tries again with its next report). The count is aiohttp's own
+    (``Server.connections``), exact: it grows in ``connection_made``.
+    """
+
+    def __init__(self, site: _BoundedSite) -> None:
+        self._site = site
+        self._handler: aiohttp.web_protocol.RequestHandler | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        server = self._site._runner_server
+        if server is None or self._site.full():
+            assert isinstance(transport, asyncio.WriteTransport)
+            transport.write(_BUSY_RESPONSE)
+            transport.close()
+            return
+        self._handler = server()
+        self._handler.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._handler is not None:
+            self._handler.connection_lost(exc)
+            self._handler = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._handler is not None:
+            self._handler.data_received(data)
+
+    def eof_received(self) -> None:
+        if self._handler is not None:
+            self._handler.eof_received()
+
+    def pause_writing(self) -> None:
+        if self._handler is not None:
+            self._handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._handler is not None:
+            self._handler.resume_writing()

@@ -1,0 +1,316 @@
+"""What both roles (controller and webhook) run on: the memo, kopf's settings, and start-up.
+
+State lives in kopf's ``memo`` (one ``Memo`` per operator run): the profile
+store, its background refitter, namespace labels, metrics and the API
+client. kopf's own state is stored in annotations under our prefix; RayJobs
+get no finalizer (no deletion handler is registered for them).
+
+Controller replicas elect a leader with kopf's peering (``config.peering``):
+each keeps itself alive in the peering object's status, and kopf pauses
+every operator that sees a live peer of a higher priority (the older
+replica's, see ``leader_priority``) and resumes it, re-listing everything,
+once that peer has left or its lifetime has expired. Chosen over a Lease
+elector of our own because kopf cannot be paused from outside (its
+``when=`` filters would still store kopf's diff-base on the follower, so
+the leader would miss changes); kopf's pause stops the watch streams.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+import kubernetes
+
+from rayjob_advisor import contract
+from rayjob_advisor.application import Message, Policy
+from rayjob_advisor.background import BackgroundLoop
+from rayjob_advisor.errors import UserError
+from rayjob_advisor.kube import kubeapi, reports, sweep
+from rayjob_advisor.kube.config import OperatorConfig
+from rayjob_advisor.kube.metrics import JobKey, Metrics
+from rayjob_advisor.profiles.codec import runs_from_k8s
+from rayjob_advisor.profiles.profile import Profile
+from rayjob_advisor.profiles.refitter import Refitter
+from rayjob_advisor.profiles.store import ProfileStore
+
+RAYJOBS = kubeapi.RAYJOBS
+PROFILES = kubeapi.PROFILES
+RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
+STARTUP_BACKOFF_SECONDS = 2.0  # after kubeapi's own retries: start-up tries again soon, not after kopf's 60 s
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Memo:
+    """Per-run state shared by the handlers (passed to ``kopf.operator(memo=...)``)."""
+
+    config: OperatorConfig
+    store: ProfileStore = dataclasses.field(init=False)
+    namespace_labels: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    metrics: Metrics = dataclasses.field(init=False)
+    refitter: Refitter | None = None
+    api: kubernetes.client.CustomObjectsApi | None = None
+    priority: int | None = None  # kopf's peering priority of this controller replica; None: standalone
+    running: dict[JobKey, Mapping[str, Any]] = dataclasses.field(default_factory=dict)  # what the sweep checks
+    sweeper: sweep.Sweeper | None = None
+    progress: reports.ProgressServer | None = None
+
+    def __post_init__(self) -> None:
+        self.store = ProfileStore(
+            shipped=self.config.shipped_profiles, shared_namespaces=self.config.shared_profile_namespaces
+        )
+        self.metrics = Metrics(job_ttl=self.config.metrics_job_ttl_seconds)
+
+    @property
+    def kube(self) -> kubernetes.client.CustomObjectsApi:
+        """The API client, set at start-up (before any handler of an object runs)."""
+        if self.api is None:
+            raise RuntimeError("the operator has not started: no API client yet")
+        return self.api
+
+    def loops(self) -> list[BackgroundLoop]:
+        """The background loops started so far (the refitter; the controller's sweep): probed, then stopped."""
+        return [loop for loop in (self.refitter, self.sweeper) if loop is not None]
+
+    def policy(self, namespace: str | None) -> Policy:
+        """The configuration's decisions for every job in ``namespace`` (its labels may set the mode)."""
+        return self.config.policy(self.namespace_labels.get(namespace or "", {}))
+
+
+class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff-base, keeping our *input* annotations in the essence it compares.
+
+    kopf drops every annotation under its storage prefix from the essence;
+    ours shares the prefix with the users' inputs, whose changes must
+    trigger a new prediction. Our outputs stay out, the label mirror
+    (``contract.LABEL_KEYS``) too, or every write of ours would trigger another.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        inputs = [("metadata", "annotations", key) for key in contract.INPUT_KEYS]
+        essence = super().build(body=body, extra_fields=[*(extra_fields or ()), *inputs])
+        labels = essence.get("metadata", {}).get("labels") or {}
+        for key in contract.LABEL_KEYS & set(labels):
+            del labels[key]
+        return essence
+
+
+class InputsAwareProgress(kopf.AnnotationsProgressStorage):
+    """kopf's progress storage; its clean-up of the essence spares the input annotations too."""
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        notes = essence.get("metadata", {}).get("annotations", {})
+        inputs = {key: value for key, value in notes.items() if key in contract.INPUT_KEYS}
+        cleared = super().clear(essence=essence)
+        if inputs:
+            cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(inputs)
+        return cleared
+
+
+def settings() -> kopf.OperatorSettings:
+    """kopf's settings: its state in annotations under our prefix."""
+    result = kopf.OperatorSettings()
+    result.persistence.progress_storage = InputsAwareProgress(prefix=contract.API_GROUP)
+    result.persistence.diffbase_storage = InputsAwareDiffBase(prefix=contract.API_GROUP)
+    result.persistence.finalizer = f"{contract.PREFIX}finalizer"  # never set on RayJobs: no deletion handlers
+    return result
+
+
+def operator_arguments(config: OperatorConfig, registry: kopf.OperatorRegistry) -> dict[str, Any]:
+    """Keyword arguments of ``kopf.operator`` for a run of ``registry``'s handlers with ``config``."""
+    result = settings()
+    elected = config.role == "controller" and config.peering is not None  # webhook replicas only read: no peering
+    if elected:
+        result.peering.lifetime = config.peering_lifetime_seconds
+    memo = Memo(config, priority=leader_priority() if elected else None)
+    return {
+        "registry": registry,
+        "settings": result,
+        "memo": memo,
+        "standalone": not elected,
+        "peering_name": config.peering if elected else None,
+        "priority": memo.priority,
+        "clusterwide": not config.watched_namespaces,
+        "namespaces": list(config.watched_namespaces),
+        "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
+    }
+
+
+def leader_priority() -> int:
+    """kopf's peering priority of this replica: the older replica wins, so a new one never takes over a live one.
+
+    kopf's peering pauses every operator that sees a live peer of a higher priority, and all of them
+    on equal priorities: distinct priorities make it a leader election. The start time in
+    microseconds, negated, is distinct for replicas (and for operators of one process, as in tests).
+    """
+    return -time.time_ns() // 1000
+
+
+def leads(memo: Memo) -> bool:
+    """Whether this controller replica leads as kopf's peering decides: no live peer of a higher priority.
+
+    kopf pauses a follower's watch streams, not its start-up or refit thread: their writes ask this
+    first. Standalone, or when the peering cannot be read: True (a write too many, not one missed).
+    """
+    config, api = memo.config, memo.api
+    if memo.priority is None or api is None or config.peering is None:
+        return True
+    try:
+        peering = kubeapi.read_peering(api, config.peering, config.watched_namespaces)
+    except Exception as exc:  # noqa: BLE001 - reported, and decided in favour of writing
+        logger.warning("could not read the peering %s, acting as the leader: %s", config.peering, exc)
+        return True
+    return not _outranked(peering.get("status"), memo.priority, contract.now())
+
+
+def _outranked(peers: object, priority: int, now: dt.datetime) -> bool:
+    """Whether a live peer in kopf's peering status has a higher priority (malformed entries do not count)."""
+    for peer in peers.values() if isinstance(peers, Mapping) else ():
+        try:
+            seen = dt.datetime.fromisoformat(peer["lastseen"])
+            alive = seen + dt.timedelta(seconds=float(peer.get("lifetime", 60))) > now
+            if alive and int(peer.get("priority", 0)) > priority:
+                return True
+        except (KeyError, TypeError, ValueError, AttributeError):  # not a peer kopf would count either
+            continue
+    return False
+
+
+def post(body: kopf.Body, *messages: Message) -> None:
+    """Messages meant as Kubernetes Events, posted on the object (Warning or Normal)."""
+    for message in messages:
+        if message.event:
+            (kopf.warn if message.warning else kopf.info)(body, reason=message.reason, message=message.text)
+
+
+def registry() -> kopf.OperatorRegistry:
+    """A registry with the handlers every role needs: log in, load profiles at start-up and mirror their
+    changes, watch namespaces."""
+    result = kopf.OperatorRegistry()
+    kopf.on.login(registry=result)(_login)
+    kopf.on.startup(backoff=STARTUP_BACKOFF_SECONDS, registry=result)(_start)
+    kopf.on.cleanup(registry=result)(_stop)
+    kopf.on.probe(id="background", errors=kopf.ErrorsMode.PERMANENT, registry=result)(_probe_background)
+    kopf.on.event("", "v1", "namespaces", registry=result)(_namespace_seen)
+    kopf.on.event(*PROFILES, registry=result)(_profile_seen)
+    return result
+
+
+def _login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    if memo.config.kube_api:
+        return kopf.ConnectionInfo(server=memo.config.kube_api)
+    return kopf.login_via_client(memo=memo, **kwargs)
+
+
+def _start(memo: Memo, **_: Any) -> None:
+    """Load every RuntimeProfile before any RayJob is handled (else early jobs find no profile), start fitting."""
+    memo.api = kubeapi.client(memo.config.kube_api)
+    for item in kubeapi.list_profiles(memo.api, memo.config.watched_namespaces):
+        _start_with(memo, item)
+    if memo.config.metrics_port:
+        memo.metrics.serve(memo.config.metrics_port)
+    config = memo.config
+    memo.refitter = Refitter(
+        memo.store, lambda profile: _publish_fit(memo, profile), config.refit_interval_seconds, duty=config.refit_duty
+    )
+    memo.refitter.start()
+
+
+def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
+    """Load one listed RuntimeProfile; one the operator cannot use is skipped and reported on, never fatal."""
+    metadata = item.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name", "?")
+    try:
+        load_profile(memo, namespace, name, item.get("spec"), item.get("status"), metadata.get("generation"))
+    except Exception as exc:  # BadProfile, or a bug of ours: this profile's problem, never start-up's
+        unexpected = not isinstance(exc, UserError)
+        logger.warning("skipping RuntimeProfile %s/%s: %s", namespace, name, exc, exc_info=unexpected)
+        if memo.config.role == "controller" and namespace and memo.api is not None and leads(memo):
+            try:
+                kubeapi.report_bad_profile(memo.api, namespace, name, metadata.get("generation"), str(exc))
+            except Exception:  # the report is a courtesy: start-up goes on without it
+                logger.exception("could not report on RuntimeProfile %s/%s", namespace, name)
+
+
+def _probe_background(memo: Memo, **_: Any) -> dict[str, Any]:
+    """/healthz: fails (HTTP 500) while a background loop (the refitter; the controller's sweep) is dead or stuck,
+    so that Kubernetes restarts the pod."""
+    if memo.refitter is None:
+        return {"state": "starting"}
+    for loop in memo.loops():
+        problem = loop.problem()
+        if problem is not None:
+            raise kopf.PermanentError(problem)
+    return {"state": "ok", "staleProfiles": len(memo.store.stale())}
+
+
+def _stop(memo: Memo, **_: Any) -> None:
+    for loop in memo.loops():
+        loop.stop()
+
+
+def _publish_fit(memo: Memo, profile: Profile) -> None:
+    """Export a new fit's error; the controller also shows it in the RuntimeProfile's ``status.model``."""
+    if profile.model is not None:
+        memo.metrics.profile_fitted(profile.label, profile.model.selected_, profile.model.cv_mape_)
+    if memo.config.role == "controller" and profile.namespace is not None and memo.api is not None:
+        if leads(memo):
+            kubeapi.publish_fit(memo.api, profile)
+        else:  # the leader publishes its own fit; should this replica take over, it publishes this one
+            memo.store.left_unpublished(profile)
+
+
+def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, **_: Any) -> None:
+    """Namespace labels may set the mode of every RayJob in them."""
+    if type == "DELETED":
+        memo.namespace_labels.pop(name, None)
+    else:
+        memo.namespace_labels[name] = dict(labels)
+
+
+def _profile_seen(
+    type: str | None,
+    namespace: str | None,
+    name: str,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    memo: Memo,
+    **_: Any,
+) -> None:
+    """Mirror every change of a RuntimeProfile, learned runs included (the store ignores unchanged runs).
+
+    An event handler, not a field handler of ``status.observations``: kopf would copy the runs into
+    its diff-base annotation. A profile the operator cannot use is left out here; the controller's
+    change handler reports it.
+    """
+    if type == "DELETED":
+        workload = spec.get("workload")
+        if isinstance(workload, str):
+            memo.store.remove(namespace or "", workload)
+        return
+    with contextlib.suppress(UserError):
+        load_profile(memo, namespace, name, spec, status, meta.get("generation"))
+
+
+def load_profile(
+    memo: Memo,
+    namespace: str | None,
+    name: str,
+    spec: Mapping[str, Any] | None,
+    status: Mapping[str, Any] | None,
+    generation: int | None = None,
+) -> None:
+    """Put a RuntimeProfile's runs in the store; the refitter fits them if they changed. Raises ``BadProfile``."""
+    workload, seed, learned = runs_from_k8s(spec, status)
+    conditions = (status or {}).get("conditions")
+    memo.store.put(namespace or "", name, workload, seed, learned, generation=generation, conditions=conditions)
+    if memo.refitter is not None:
+        memo.refitter.wake()
