@@ -11,6 +11,10 @@ Grids (``--grid``):
 - ``prior``: ``combination.PRIOR`` (the candidates a kind of question leans on without evidence) x
   ``combination.PRIOR_RUNS`` (how many held-out runs that lean counts as), for questions inside the profile and
   for those beyond it.
+- ``candidates``: the candidates combined: all, or all but some (what each costs in fit time is in
+  ``benchmarks.accuracy``'s last line).
+- ``distance``: ``combination.FULL_DISTANCE`` (how far beyond the profile a question is its kind's alone) x the
+  same ``PRIOR_RUNS``.
 
     .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
 """
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import itertools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,6 +51,22 @@ GRIDS: dict[str, list[Setting]] = {
             ("sync-sgd", "sync-sgd+dataparallel"), (0.0, 10.0, 100.0), (30.0, 100.0, 1e9)
         )
     ],
+    "candidates": [
+        (("CANDIDATES", pool),)
+        for pool in (
+            "all",
+            "-svr",
+            "-augmented-ridge",
+            "-svr-augmented-ridge",
+            "-gradient-boosting",
+        )
+    ],
+    "distance": [
+        (("FULL_DISTANCE", distance), ("inside", inside), ("beyond", beyond))
+        for distance, inside, beyond in itertools.product(
+            (1e-9, math.log(1.5), math.log(2.0), math.log(4.0)), (10.0, 100.0), (30.0, 100.0, 1e9)
+        )
+    ],
 }
 
 
@@ -54,6 +76,10 @@ def apply(setting: Setting) -> None:
     for name, value in setting:
         if name == "PRIOR":
             combination.PRIOR = PRIORS[str(value)]
+        elif name == "CANDIDATES":
+            continue  # read by ``losses``: which candidates a combination may take
+        elif name == "FULL_DISTANCE":
+            combination.FULL_DISTANCE = float(str(value))
         else:
             runs = dict.fromkeys(BEYOND if name == "beyond" else (name,), float(str(value)))
             combination.PRIOR_RUNS = {**combination.PRIOR_RUNS, **runs}
@@ -78,9 +104,22 @@ def losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float]]:
         actual = np.array([run.execution_seconds for run in cut.test])
         for index, setting in enumerate(settings):
             apply(setting)
-            model = RuntimeModel().fit_selection(cut.train, evaluation.combine(validation, fitted=fitted))
+            chosen = within(validation, dict(setting).get("CANDIDATES", "all"))
+            model = RuntimeModel().fit_selection(cut.train, evaluation.combine(chosen, fitted=fitted))
             errors[index].append(mape(model.predict(cut.test), actual))
     return dataset, [float(np.mean(found)) for found in errors]
+
+
+def within(validation: evaluation.CrossValidation, pool: object) -> evaluation.CrossValidation:
+    """The cross-validation of the candidates of ``pool`` only (``all``, or ``-a-b``: all but a and b)."""
+    left_out = [name for name in CANDIDATES if str(pool) != "all" and f"-{name}" in f"{pool}-"]
+    kept = tuple(name for name in validation.candidates if name not in left_out)
+    return dataclasses.replace(
+        validation,
+        candidates=kept,
+        held={name: validation.held[name] for name in kept},
+        scores={split: {name: scores[name] for name in kept} for split, scores in validation.scores.items()},
+    )
 
 
 def describe(setting: Setting) -> str:

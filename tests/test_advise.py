@@ -565,3 +565,38 @@ def test_the_patched_manifest_runs_ray_train_with_the_advised_number_of_workers(
         ray.shutdown()
     assert status == JobStatus.SUCCEEDED, logs[-2000:]
     assert f"workers={replicas}\n" in logs
+
+
+@pytest.fixture(scope="module")
+def small_store():
+    """A profile of 1-2 workers only: a plan for more lies beyond what it measured."""
+    return fitted_store([run for run in synthetic_observations(repeats=2) if run.workers <= 2])
+
+
+def test_enforce_does_not_resize_beyond_the_reach_the_profile_can_vouch_for(small_store):
+    rayjob = deadline_job("enforce", deadline="20s")
+    advice = advise(rayjob, small_store, policy=POLICY, may_resize=True, now=NOW)
+    plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
+    assert advice.resized and plan["replicas"] > 2  # the contrast: up to 4x the 2 measured workers, it resizes
+    narrow = Policy(max_extrapolation=1.0)
+    advice = advise(rayjob, small_store, policy=narrow, may_resize=True, now=NOW)
+    plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
+    assert not advice.resized and applied(rayjob, advice)["spec"] == rayjob["spec"] and plan["replicas"] > 2
+    assert plan["reason"].endswith(
+        f"; not resized: its {plan['replicas']} workers are {plan['replicas'] / 2:.3g}x the most the profile "
+        "measured (2); enforce resizes up to 1x"
+    )
+    (message,) = advice.messages
+    assert message.reason == "NotResized" and message.warning
+
+
+def test_a_job_beyond_the_profile_says_how_far_under_assumed(small_store):
+    rayjob = deadline_job("recommend", deadline="6h", replicas=4)
+    shown = json.loads(notes_of(advise(rayjob, small_store, policy=POLICY, may_resize=True, now=NOW))[ann.PREDICTION])
+    # its global batch of 64 over 4 workers is 16 each: half the smallest per-worker batch the profile ran
+    assert shown["assumed"]["extrapolation"] == (
+        "2x the most profiled workers; 1/2 of the smallest profiled per-worker batch"
+    )
+    inside = deadline_job("recommend", deadline="6h", replicas=2)
+    shown = json.loads(notes_of(advise(inside, small_store, policy=POLICY, may_resize=True, now=NOW))[ann.PREDICTION])
+    assert "extrapolation" not in shown["assumed"]

@@ -29,8 +29,11 @@ SPLITS = {
     "interpolate-size",
     "extrapolate-size",
     "far-extrapolate-workers",
+    "extrapolate-batch",
+    "extrapolate-small-batch",
     "kfold",
-}
+}  # the synthetic profile's 4 sizes over 8x make no far-extrapolate-size apart from extrapolate-size
+SELECTABLE = {*CANDIDATES, "combined"}
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -44,8 +47,9 @@ def test_evaluate_json_has_the_documented_shape(capsys, profile_csv):
     assert status == 0
     document = json.loads(out)
     assert set(document["splits"]) == SPLITS
-    assert set(document["splits"]["extrapolate-workers"]) == set(CANDIDATES)
-    assert document["selected"] in CANDIDATES
+    assert set(document["splits"]["extrapolate-workers"]) == SELECTABLE
+    assert document["selected"] in SELECTABLE and document["selected"] in document["splits"]["kfold"]
+    assert set(document["weights"]) == {"inside", "workers", "size", "batch"}
 
 
 def test_evaluate_against_a_test_file(capsys, profile_csv, tmp_path):
@@ -67,7 +71,8 @@ def test_evaluate_table_marks_the_selected_model(capsys, profile_csv):
 def test_fit_reports_the_selected_model(capsys, profile_csv):
     status, out, _ = run(capsys, "fit", "--data", profile_csv, "--format", "json")
     document = json.loads(out)
-    assert status == 0 and document["selected"] in CANDIDATES and document["n_samples"] == 64
+    assert status == 0 and document["selected"] in SELECTABLE and document["n_samples"] == 64
+    assert set(document["weights"]) == {"inside", "workers", "size", "batch"}
     assert set(document["split_mape"]) == SPLITS and 0 < document["cv_mape"] < 0.5
 
 

@@ -73,7 +73,7 @@ def test_a_measured_configuration_anchors_the_prediction():
     evaluated = evaluation.Runs.from_observations(slow)
     point = Point.fit("sync-sgd", evaluated.X, evaluated.y)
     six = evaluated.X[:, 2] == 6
-    predicted, unanchored, anchored = point.predict(evaluated.X)
+    predicted, unanchored, anchored, _ = point.predict(evaluated.X)
     assert np.all(anchored)  # every profiled configuration is its own anchor
     error = np.abs(predicted[six] / evaluated.y[six] - 1)
     assert np.median(error) < 0.5 * np.median(np.abs(unanchored[six] / evaluated.y[six] - 1))
@@ -98,7 +98,7 @@ def test_the_bound_covers_the_communication_bound_runs_of_a_node_count():
     of a step synchronising and spread wider; the 0.9 bound still covers >= 0.85 of them (the node count's
     residuals alone covered 0.68) and gives them a wider margin than the larger batches of the same node count."""
     runs = evaluation.Runs.from_observations(pollux.pollux_observations(POLLUX, "cifar10"))
-    defined, _ = splits.split_folds(runs.workers, runs.sizes)
+    defined, _ = splits.split_folds(runs.variables())
     [(train, test)] = defined["interpolate-size"]
     predictor = evaluation.fit_predictor("sync-sgd", runs.subset(train))
     held = runs.subset(test)

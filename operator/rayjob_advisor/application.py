@@ -38,7 +38,7 @@ from rayjob_advisor.kuberay import hooks
 from rayjob_advisor.kuberay.hooks import Progress
 from rayjob_advisor.kuberay.manifest import MergePatch, merge, metadata_patch
 from rayjob_advisor.kuberay.rayjob import RayJob
-from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.models.runtime import RELIABLE_EXTRAPOLATION, RuntimeModel
 from rayjob_advisor.observations import AcceleratorChoice, Observation
 from rayjob_advisor.profiles.store import ProfileSource
 
@@ -53,6 +53,7 @@ class Policy(pydantic.BaseModel):
     namespace_labels: Mapping[str, str] = pydantic.Field(default_factory=dict)
     hooks: frozenset[str] = frozenset()  # configured hooks (see ``hooks``); namespace labels may change them
     progress: Progress | None = None  # where reports go (the ``progress`` hook); None: reporting is off
+    max_extrapolation: float = RELIABLE_EXTRAPOLATION  # enforce resizes up to this many x the most profiled workers
 
 
 class Message(pydantic.BaseModel):
@@ -171,22 +172,23 @@ def forecast(
         return seen.model_copy(update={"patch": release})
     other = fitted.choice.warning(fitted.label)
     heads_up = (Message(reason=reasons.OTHER_ACCELERATOR, text=other, warning=True),) if other else ()
-    planned = _planned(seen, rayjob, may_resize=may_resize, now=now)
+    planned = _planned(seen, rayjob, may_resize=may_resize, now=now, reach=policy.max_extrapolation)
     planned = planned.model_copy(
         update={"patch": merge(planned.patch, release), "messages": (*heads_up, *planned.messages)}
     )
     return _hooked(planned, body, policy) if may_resize else planned
 
 
-def _planned(seen: Forecast, rayjob: RayJob, *, may_resize: bool, now: dt.datetime) -> Forecast:
-    """``seen`` with the annotations of its prediction and plan, and in ``enforce`` mode the resize."""
+def _planned(seen: Forecast, rayjob: RayJob, *, may_resize: bool, now: dt.datetime, reach: float) -> Forecast:
+    """``seen`` with the annotations of its prediction and plan, and in ``enforce`` mode the resize: not to more
+    than ``reach`` times the most workers the profile measured (``Policy.max_extrapolation``)."""
     result, plan, job = seen.prediction, seen.plan, seen.job
     notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
     notes |= {contract.PREDICTED: contract.format_duration(result.p50), contract.DEADLINE_STATUS: "none"}
     if plan is None:
         return seen.model_copy(update={"patch": metadata_patch(notes)})
     enforce = may_resize and seen.inputs.mode == "enforce" and plan.changes
-    blocker = job.enforce_blocker if enforce else None
+    blocker = (job.enforce_blocker or _beyond_reach(seen, plan, reach)) if enforce else None
     if blocker:
         plan = plan.model_copy(update={"reason": f"{plan.reason}; not resized: {blocker}"})
     notes[contract.RECOMMENDATION] = plan.annotation()
@@ -200,6 +202,17 @@ def _planned(seen: Forecast, rayjob: RayJob, *, may_resize: bool, now: dt.dateti
     else:
         message = Message(reason=reasons.RECOMMENDED, text=text, event=False)
     return seen.model_copy(update={"plan": plan, "patch": metadata_patch(notes), "messages": (message,)})
+
+
+def _beyond_reach(seen: Forecast, plan: planner.Recommendation, reach: float) -> str | None:
+    """Why the plan lies beyond what the profile can vouch for, if it does (``_planned``)."""
+    workers, measured = seen.job.with_replicas(plan.replicas).workers, seen.model.max_workers_
+    if workers <= reach * measured:
+        return None
+    return (
+        f"its {workers} workers are {workers / measured:.3g}x the most the profile measured ({measured}); "
+        f"enforce resizes up to {reach:g}x"
+    )
 
 
 def _resized(seen: Forecast, rayjob: RayJob, notes: dict[str, str | None]) -> Forecast:

@@ -59,6 +59,7 @@ securityContext:
 - {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
 - {name: RAYJOB_ADVISOR_CPU_HOUR_PRICE, value: {{ .Values.prices.cpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_GPU_HOUR_PRICE, value: {{ .Values.prices.gpuHour | quote }}}
+- {name: RAYJOB_ADVISOR_ENFORCE_MAX_EXTRAPOLATION, value: {{ .Values.enforceMaxExtrapolation | quote }}}
 {{- with .Values.prices.acceleratorGpuHour }}
 {{- $pairs := list }}
 {{- range $name, $price := . }}{{ $pairs = append $pairs (printf "%s=%v" $name $price) }}{{ end }}

@@ -95,7 +95,7 @@ def predict(
     used = features.model_dump(include=set(CONFIGURATION_FIELDS) - {"workload"} | SHOWN_FIELDS)
     used["workers_from"] = features.training.method
     return Prediction(
-        model=model.selected_,
+        model=model.predicted_by(features),
         profile=profile,
         p50=round(p50, 3),
         upper=round(upper, 3),

@@ -9,6 +9,7 @@ from rayjob_advisor import contract
 from rayjob_advisor.advice import planner, prediction
 from rayjob_advisor.application import Forecast
 from rayjob_advisor.models import evaluation
+from rayjob_advisor.models.evaluation import COMBINED
 from rayjob_advisor.models.runtime import RuntimeModel
 
 
@@ -34,11 +35,24 @@ def evaluation_table(result: evaluation.Evaluation) -> str:
             )
     lines += [f"skipped {split}: {why}" for split, why in result.skipped.items()]
     lines += [f"disqualified {name}: {why}" for name, why in result.disqualified.items()]
-    lines.append(
-        f"selected: {result.selected} (lowest MAPE over the cross-validation splits, worker extrapolation "
-        "weighted x2; marked *)"
-    )
+    lines += weights_lines(result.weights)
+    lines.append(f"selected: {result.selected} ({_WHY[result.selected == COMBINED]}; marked *)")
     return "\n".join(lines)
+
+
+_WHY = {
+    True: "the candidates weighed per kind of question: stacked on the held-out runs of the splits that ask it, "
+    "leaning on sync-sgd (a synchronous data-parallel step) where those are few",
+    False: "every kind of question put its whole weight on it",
+}
+
+
+def weights_lines(weights: dict[str, dict[str, float]]) -> list[str]:
+    """The combination's weights, one line per kind of question (``models.combination``)."""
+    return [
+        f"weights {kind + ':':<8} " + " + ".join(f"{name} {weight:.2f}" for name, weight in members.items())
+        for kind, members in weights.items()
+    ]
 
 
 def accelerator_table(

@@ -26,7 +26,7 @@ import yaml
 from rayjob_advisor import application, contract
 from rayjob_advisor.advice import prediction
 from rayjob_advisor.cli.manifests import read_rayjob
-from rayjob_advisor.cli.tables import accelerator_table, evaluation_table, percent, prediction_table
+from rayjob_advisor.cli.tables import accelerator_table, evaluation_table, percent, prediction_table, weights_lines
 from rayjob_advisor.errors import UsageError, UserError
 from rayjob_advisor.kube.config import OperatorConfig, advice_config, load_config
 from rayjob_advisor.kuberay.rayjob import RayJob
@@ -260,6 +260,7 @@ def _fit(args: argparse.Namespace) -> None:
     per_split = {split: scores[model.selected_].mape for split, scores in model.evaluation_.splits.items()}
     document = {
         "selected": model.selected_,
+        "weights": model.evaluation_.weights,
         "cv_mape": model.cv_mape_,
         "split_mape": per_split,
         "n_samples": model.n_samples_,
@@ -267,8 +268,9 @@ def _fit(args: argparse.Namespace) -> None:
         "accelerator": accelerator,
     }
     table = "\n".join(
-        [f"selected model: {model.selected_}", f"cross-validated MAPE: {percent(model.cv_mape_)} (mean over splits)"]
-        + [f"  {split:<20} {percent(mape)}" for split, mape in per_split.items()]
+        [f"selected model: {model.selected_}", *weights_lines(model.evaluation_.weights)]
+        + [f"cross-validated MAPE: {percent(model.cv_mape_)} (mean over splits)"]
+        + [f"  {split:<24} {percent(mape)}" for split, mape in per_split.items()]
         + [f"samples: {model.n_samples_}", f"fitted in {seconds:.1f}s"]
         + ([f"accelerator: {accelerator}"] if accelerator else [])
     )

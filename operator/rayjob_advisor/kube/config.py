@@ -18,11 +18,12 @@ from rayjob_advisor import contract
 from rayjob_advisor.advice.planner import Prices
 from rayjob_advisor.application import Policy
 from rayjob_advisor.kuberay.hooks import Progress
+from rayjob_advisor.models.runtime import RELIABLE_EXTRAPOLATION
 
 ENV_PREFIX = "RAYJOB_ADVISOR_"
 ADVICE_SETTINGS = frozenset({
     "default_workload", "cpu_hour_price", "gpu_hour_price", "accelerator_gpu_hour_prices", "hooks", "progress_url",
-    "progress_audience", "tls_ca_file",
+    "progress_audience", "tls_ca_file", "enforce_max_extrapolation",
 })  # fmt: skip
 """The settings a forecast depends on (``OperatorConfig.policy``); the rest are the running operator's own."""
 logger = logging.getLogger(__name__)
@@ -129,6 +130,13 @@ class OperatorConfig(pydantic.BaseModel):
         default_factory=dict,
         description="planner cost of a GPU-hour per accelerator (canonical names, e.g. a100=3.7,h100=9.8)",
     )
+    enforce_max_extrapolation: float = pydantic.Field(
+        default=RELIABLE_EXTRAPOLATION,
+        ge=1.0,
+        le=1000.0,
+        description="enforce resizes a job to at most this many times the most workers its profile measured; "
+        "a plan beyond stays a recommendation",
+    )
 
     @pydantic.model_validator(mode="after")
     def _webhook_needs_tls(self) -> OperatorConfig:
@@ -156,6 +164,7 @@ class OperatorConfig(pydantic.BaseModel):
             namespace_labels=namespace_labels,
             hooks=frozenset(self.hooks),
             progress=progress_endpoint(self),
+            max_extrapolation=self.enforce_max_extrapolation,
         )
 
     @property

@@ -51,6 +51,14 @@ distance:
 ``p`` (only ever widening: upwards above the median, downwards below), and
 a run at distance ``d`` gets its band's residuals plus ``d * growth`` at the
 same ranks.
+
+Nor do the held-out runs know how much the question at hand is a guess:
+where the combined candidates (``combination``) disagree on a run, no fold
+may have measured how wrong they are there. So a run whose configuration
+was not measured gets its residuals widened by the candidates' spread on it
+(their weighted standard deviation in log space, ``combination.spread``):
+a run slower than predicted ``e^spread`` times more, a faster one faster by
+as much.
 """
 
 from __future__ import annotations
@@ -180,6 +188,7 @@ class HeldOut:
     nodes: np.ndarray
     local_batch: np.ndarray  # the per-worker batch
     distance: np.ndarray  # how far beyond the runs trained on (``design.Reach.distance``), 0 inside them
+    spread: np.ndarray  # how much the combined candidates disagree on the run (``combination.spread``), 0 for one
     collapsed: np.ndarray  # the raw prediction was not finite or far below the physical floor
 
     @classmethod
@@ -247,14 +256,21 @@ class Calibration:
             anchored_scale=anchored_scale,
         )
 
-    def residuals(self, nodes: float, distance: float, anchored: bool, small: bool) -> tuple[np.ndarray, ...]:
-        """The sorted residual pools that bound one run, one per kind of question, scaled for the run (module
+    def residuals(
+        self, nodes: float, distance: float, anchored: bool, small: bool, spread: float = 0.0
+    ) -> tuple[np.ndarray, ...]:
+        """The sorted residual pools that bound one run, one per kind of question, scaled for the run and widened
+        by how far beyond the profile it is and how much the combined candidates disagree on it (module
         docstring)."""
         if anchored and self.anchored:
             scale = self.anchored_scale.factor(nodes, small)
             return tuple(scale * own for pool in self.anchored for own in pool.residuals(nodes, small))
         scale = self.free_scale.factor(nodes, small)
-        return tuple(scale * self._widened(own, distance) for pool in self.free for own in pool.residuals(nodes, small))
+        return tuple(
+            _disagreeing(scale * self._widened(own, distance), spread)
+            for pool in self.free
+            for own in pool.residuals(nodes, small)
+        )
 
     def _widened(self, own: np.ndarray, distance: float) -> np.ndarray:
         if distance <= 0 or not len(self.extrapolated):
@@ -267,16 +283,32 @@ class Calibration:
         return np.sort(own + distance * growth)
 
     def pools(
-        self, nodes: np.ndarray, distance: np.ndarray, anchored: np.ndarray, local_batch: np.ndarray
+        self,
+        nodes: np.ndarray,
+        distance: np.ndarray,
+        anchored: np.ndarray,
+        local_batch: np.ndarray,
+        spread: np.ndarray | None = None,
     ) -> list[tuple[np.ndarray, ...]]:
-        """``residuals`` of each run (computed once per distinct band, distance, anchoring and batch half)."""
-        cache: dict[tuple[float, float, bool, bool], tuple[np.ndarray, ...]] = {}
+        """``residuals`` of each run (computed once per distinct band, distance, anchoring, batch half and
+        spread)."""
+        cache: dict[tuple[float, float, bool, bool, float], tuple[np.ndarray, ...]] = {}
         small = (local_batch <= self.threshold).tolist()
-        keys = list(zip(nodes.tolist(), distance.tolist(), anchored.tolist(), small, strict=True))
+        spreads = np.zeros(len(nodes)) if spread is None else np.round(spread, 6)
+        keys = list(zip(nodes.tolist(), distance.tolist(), anchored.tolist(), small, spreads.tolist(), strict=True))
         for key in keys:
             if key not in cache:
                 cache[key] = self.residuals(*key)
         return [cache[key] for key in keys]
+
+
+def _disagreeing(own: np.ndarray, spread: float) -> np.ndarray:
+    """Sorted relative residuals widened in log space by ``spread``: a run slower than predicted ``e^spread`` times
+    more, a faster one faster by as much, the prediction itself in place: as far as the combined candidates
+    disagree, the run is less known."""
+    if spread <= 0:
+        return own
+    return np.asarray((1.0 + own) * np.exp(np.sign(own) * spread) - 1.0, dtype=float)
 
 
 def upper_bounds(predicted: np.ndarray, pools: list[tuple[np.ndarray, ...]], confidence: float) -> np.ndarray:

@@ -10,7 +10,9 @@ x epochs) or per-worker ``batch`` (``design.Reach``); for each kind, the candida
 are weighed by non-negative stacking on the held-out predictions of the
 splits that ask it (``splits.question``: fit on up to a quarter of the most
 workers and ask about the most, ...), the weights summing to one, so the
-combination is never outside the range of its members.
+combination is never outside the range of its members. A question just
+beyond the profile is still mostly one inside it: the kinds share a row by
+its distance (``memberships``).
 
 Cross-validation cannot see what it has no runs for: with a dozen runs, or
 runs at one or two worker counts, the folds of a kind are few or missing.
@@ -18,8 +20,10 @@ The stacking weights are therefore shrunk towards a prior, the structure
 of a synchronous data-parallel step (``PRIOR``), as if it had won
 ``PRIOR_RUNS`` more held-out runs; a kind without any split gets the prior
 alone. Beyond the profile only the physically shaped candidates
-(``estimators.STRUCTURAL``) take part: a curve fitted inside the range is no
-evidence outside it.
+(``estimators.STRUCTURAL``) take part (``answers``): a curve fitted inside
+the range is no evidence outside it — except, for more work, the learners of
+the time per sample (``estimators.PER_SAMPLE``), whose runtime scales with
+the work by construction.
 
 A candidate whose raw prediction of a row collapses (not finite, not
 positive or under the floor: ``predictor``) is left out of that row, its
@@ -29,7 +33,7 @@ prior's candidates, floored.
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -38,25 +42,37 @@ from sklearn.base import RegressorMixin
 
 from rayjob_advisor.models import design
 from rayjob_advisor.models.design import Reach
-from rayjob_advisor.models.estimators import STRUCTURAL
+from rayjob_advisor.models.estimators import PER_SAMPLE, STRUCTURAL
 from rayjob_advisor.models.splits import QUESTIONS
 
 PRIOR: dict[str, float] = {"sync-sgd": 1.0}
 PRIOR_RUNS: dict[str, float] = dict.fromkeys(QUESTIONS, 100.0)
 """The weights a kind of question gets without evidence, the synchronous data-parallel step, and how many held-out
-runs they count as, per kind of question. Chosen leave-one-dataset-out (``python -m benchmarks.lodo --grid prior``) among the priors
-``sync-sgd``, ``dataparallel`` and both halved, and 0 to infinitely many runs, separately for the questions inside
-the profile and beyond it: this setting for 13 of the 17 left-out datasets (the other 4: 10 runs inside), 12.4 %
-mean left-out MAPE, against 14.8 % for stacking without a prior and 13.0 % for the prior alone; stacking on
-extrapolation folds alone is worse than the step's structure, as their distance is not the question's."""
+runs they count as, per kind of question. Chosen leave-one-dataset-out (``python -m benchmarks.lodo --grid prior``)
+among the priors ``sync-sgd``, ``dataparallel`` and both halved, and 0 to infinitely many runs, separately for the
+questions inside the profile and beyond it: this setting for 13 of the 17 left-out datasets (the other 4: 10 runs
+inside), 12.4 % mean left-out MAPE, against 14.8 % for stacking without a prior and 13.0 % for the prior alone;
+stacking on extrapolation folds alone is worse than the step's structure, as their distance is not the question's."""
+FULL_DISTANCE = math.log(1.5)
+"""How far beyond the profile (``design.Reach.distance``: 1.5x the most profiled workers is log 1.5) a question is
+its kind's alone; nearer, the kind ``inside`` answers the rest (``memberships``). Chosen leave-one-dataset-out
+(``python -m benchmarks.lodo --grid distance``) among 0, log 1.5, log 2 and log 4, with ``PRIOR_RUNS`` re-chosen
+beside it: log 1.5 for all 17 left-out datasets, 12.1 % mean left-out MAPE (12.3 % at 0, 12.8 % at log 4)."""
 _SUM_TO_ONE = 1e3
 """Weight of the row that makes the stacking weights sum to one, against rows of relative error ~1."""
 
 
-def kinds(reach: Reach, X: np.ndarray) -> np.ndarray:
-    """Per row, which of ``QUESTIONS`` it asks (n x 4, booleans): beyond the profile in one or more, else inside."""
-    beyond = reach.beyond(X)
-    return np.column_stack([~np.any(beyond, axis=1), beyond])
+def memberships(beyond: np.ndarray, distance: np.ndarray) -> np.ndarray:
+    """Per row, how much each kind of question (``QUESTIONS``) answers it (n x 4, rows summing to one).
+
+    ``beyond``: n x 3, whether the row lies beyond the profile in workers, size and batch (``design.Reach``);
+    ``distance``: how far. A row that far beyond is answered by its kinds in proportion
+    ``min(1, distance / FULL_DISTANCE)``, shared equally among them, and by ``inside`` for the rest: a worker
+    count just past the most profiled is still nearly a question inside the profile.
+    """
+    share = np.minimum(1.0, distance / FULL_DISTANCE) * np.any(beyond, axis=1)
+    count = np.maximum(beyond.sum(axis=1), 1)
+    return np.column_stack([1.0 - share, beyond * (share / count)[:, None]])
 
 
 def stack(predicted: np.ndarray, actual: np.ndarray) -> np.ndarray:
@@ -87,7 +103,7 @@ def learn_weights(
     ``predicted``: n x len(names) held-out predictions; ``usable``: the same shape, False where one collapsed.
     """
     prior = prior_weights(names)
-    allowed = np.array([kind == "inside" or name in STRUCTURAL for name in names])
+    allowed = np.array([answers(name, kind) for name in names])
     rows = np.all(usable[:, allowed], axis=1)
     if not np.any(allowed) or not np.any(rows):
         return prior
@@ -97,16 +113,29 @@ def learn_weights(
     return np.asarray((n * stacked + strength * prior) / (n + strength), dtype=float)
 
 
-def row_weights(weights: np.ndarray, kinds: np.ndarray, usable: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    """Per row, the mean of its kinds' weights (``weights``: 4 x candidates), without the candidates that
-    collapsed on it (``usable`` False), renormalised; the prior's where none is left."""
-    per_row = (kinds.astype(float) @ weights) / np.sum(kinds, axis=1, keepdims=True)
+def answers(name: str, kind: str) -> bool:
+    """Whether a candidate takes part in a kind of question (module docstring): every one inside the profile,
+    the structural ones beyond it, and for more work also those that learn the time per sample."""
+    return kind == "inside" or name in STRUCTURAL or (kind == "size" and name in PER_SAMPLE)
+
+
+def row_weights(weights: np.ndarray, shares: np.ndarray, usable: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """Per row, its kinds' weights (``weights``: 4 x candidates) in their ``shares`` (``memberships``), without
+    the candidates that collapsed on it (``usable`` False), renormalised; the prior's where none is left."""
+    per_row = shares @ weights
     per_row = np.where(usable, per_row, 0.0)
     totals = per_row.sum(axis=1, keepdims=True)
     return np.asarray(np.where(totals > 0, per_row / np.where(totals > 0, totals, 1.0), prior), dtype=float)
 
 
-class Combined(RegressorMixin):
+def spread(predicted: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per row, the weighted standard deviation of the members' predictions (``predicted``, n x members) in log
+    space around their weighted mean: how much the combination is a guess there (``calibration`` widens by it)."""
+    combined = np.sum(weights * predicted, axis=1, keepdims=True)
+    return np.asarray(np.sqrt(np.sum(weights * np.log(predicted / combined) ** 2, axis=1)), dtype=float)
+
+
+class Combined:
     """The candidates' fitted estimators weighed per kind of question (module docstring).
 
     ``weights``: one row of weights per kind in ``QUESTIONS`` over ``names``; ``rate``: the floor's
@@ -126,14 +155,28 @@ class Combined(RegressorMixin):
         """Already fitted: the members were fitted on all runs and the weights learned from their held-out runs."""
         return self
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def _weighed(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each member's floored prediction of each row, and each row's weights of the members."""
         raw = np.column_stack([np.asarray(self.estimators[name].predict(X), dtype=float) for name in self.names])
         floor = design.perfectly_scaled(X, self.rate)
         usable = np.isfinite(raw) & (raw > 0) & (raw >= floor[:, None])
-        prior = prior_weights(self.names)
-        weights = row_weights(self.weights, kinds(self.reach, X), usable, prior)
-        floored = np.where(usable, raw, floor[:, None])
-        return np.asarray(np.sum(weights * floored, axis=1), dtype=float)
+        shares = memberships(self.reach.beyond(X), self.reach.distance(X))
+        weights = row_weights(self.weights, shares, usable, prior_weights(self.names))
+        return np.where(usable, raw, floor[:, None]), weights
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        predicted, weights = self._weighed(X)
+        return np.asarray(np.sum(weights * predicted, axis=1), dtype=float)
+
+    def predict_spread(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``predict``, and per row how much the members disagree on it (``spread``), from one pass of them."""
+        predicted, weights = self._weighed(X)
+        return np.asarray(np.sum(weights * predicted, axis=1), dtype=float), spread(predicted, weights)
+
+    def members(self, X: np.ndarray) -> list[dict[str, float]]:
+        """Per row, the members that answer it and their weights (none of those that collapsed on it)."""
+        _, weights = self._weighed(X)
+        return [{name: float(w) for name, w in zip(self.names, row, strict=True) if w > 0} for row in weights]
 
     def describe(self) -> dict[str, dict[str, float]]:
         """The weights per kind of question, the members with none left out (for ``evaluate`` and ``fit``)."""

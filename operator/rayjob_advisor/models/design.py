@@ -146,3 +146,18 @@ class Reach:
     def distance(self, X: np.ndarray) -> np.ndarray:
         """Per row, its distance from the reach: the sum of its log ratios beyond it (0 inside)."""
         return np.asarray(self._log_ratios(X).sum(axis=1), dtype=float)
+
+    def describe(self, X: np.ndarray) -> list[str]:
+        """Per row, how far beyond the reach it lies, in words (``32x the most profiled workers``; "" inside)."""
+        batch = local_batch(X)
+        words = []
+        for ratios, row_batch in zip(np.exp(self._log_ratios(X)), batch, strict=True):
+            workers, work, batches = ratios
+            parts = [f"{workers:.3g}x the most profiled workers"] if workers > 1 + 1e-6 else []
+            parts += [f"{work:.3g}x the most profiled work (samples x epochs)"] if work > 1 + 1e-6 else []
+            if batches > 1 + 1e-6 and row_batch > self.max_batch:
+                parts.append(f"{batches:.3g}x the largest profiled per-worker batch")
+            elif batches > 1 + 1e-6:
+                parts.append(f"1/{batches:.3g} of the smallest profiled per-worker batch")
+            words.append("; ".join(parts))
+        return words

@@ -28,6 +28,8 @@ from rayjob_advisor.models.design import (
     WORKERS,
     local_batch,
     nearest_measured,
+)
+from rayjob_advisor.models.design import (
     steps as design_steps,
 )
 
@@ -324,5 +326,7 @@ CANDIDATES: dict[str, type[RegressorMixin]] = {
     "gradient-boosting": GradientBoosting,
     "svr": KernelSVR,
 }
+PER_SAMPLE: tuple[str, ...] = ("gradient-boosting", "svr")
+"""Candidates that learn the time per sample (``_PerSampleLog``): their runtime scales with the work by construction."""
 STRUCTURAL: tuple[str, ...] = ("ernest", "dataparallel", "sync-sgd")
 """Candidates whose runtime is a sum of non-negative terms: positive wherever they are asked, far outside the data."""

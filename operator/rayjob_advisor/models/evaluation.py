@@ -245,7 +245,7 @@ def combine(
     return Selection(
         evaluation=Evaluation(cv, validation.skipped, selected, combined.describe(), _collapses(held, candidates)),
         held=held,
-        point=Point.of(selected, estimators[selected] if selected in estimators else combined, runs.X, runs.y, rate),
+        point=Point.of(selected, estimators.get(selected, combined), runs.X, runs.y, rate),
         validation=validation,
     )
 
@@ -270,24 +270,36 @@ def combined_held_out(
 
     weights = np.vstack([learned(kind, by_kind[kind]) for kind in splits.QUESTIONS])
     mixed = {}
-    for kind, members in by_kind.items():
+    for index, (kind, members) in enumerate(by_kind.items()):
         for split in members:
-            mixed[split] = _mix([held[name][split] for name in names], learned(kind, [s for s in members if s != split]))
+            own = weights.copy()
+            own[index] = learned(kind, [other for other in members if other != split])
+            mixed[split] = _mix([held[name][split] for name in names], own, index)
     return mixed, weights
 
 
-def _mix(parts: Sequence[HeldOut], weights: np.ndarray) -> HeldOut:
-    """The held-out runs of the candidates (``parts``, one per candidate) weighed by ``weights``, each run without
-    the candidates that collapsed on it (``combination.row_weights``)."""
+def _mix(parts: Sequence[HeldOut], weights: np.ndarray, kind: int) -> HeldOut:
+    """The held-out runs of the candidates (``parts``, one per candidate) of a split asking the ``kind``-th
+    question, weighed as the combination weighs a run that far beyond (``combination.memberships``), each run
+    without the candidates that collapsed on it (``combination.row_weights``)."""
     usable = ~np.column_stack([part.collapsed for part in parts])
-    kinds = np.ones((len(usable), 1), dtype=bool)
-    per_row = combination.row_weights(weights[None, :], kinds, usable, weights)
+    distance = parts[0].distance
+    beyond = np.zeros((len(distance), len(splits.QUESTIONS) - 1), dtype=bool)
+    if kind:
+        beyond[:, kind - 1] = distance > 0
+    shares = combination.memberships(beyond, distance)
+    per_row = combination.row_weights(weights, shares, usable, weights[kind])
 
     def weighed(field: str) -> np.ndarray:
         return np.asarray(np.sum(per_row * np.column_stack([getattr(part, field) for part in parts]), axis=1))
 
+    members = np.column_stack([part.unanchored for part in parts])
     return dataclasses.replace(
-        parts[0], predicted=weighed("predicted"), unanchored=weighed("unanchored"), collapsed=~np.any(usable, axis=1)
+        parts[0],
+        predicted=weighed("predicted"),
+        unanchored=weighed("unanchored"),
+        spread=combination.spread(members, per_row),
+        collapsed=~np.any(usable, axis=1),
     )
 
 
@@ -298,7 +310,7 @@ def _bound_from_others(mixed: Mapping[str, HeldOut], split: str) -> np.ndarray |
         return None
     asked = mixed[split]
     pools = calibration.Calibration.from_held_out(others).pools(
-        asked.nodes, asked.distance, asked.anchored, asked.local_batch
+        asked.nodes, asked.distance, asked.anchored, asked.local_batch, asked.spread
     )
     return calibration.upper_bounds(asked.predicted, pools, REPORTED_CONFIDENCE)
 

@@ -20,8 +20,8 @@ from sklearn.base import RegressorMixin
 
 from rayjob_advisor.models import calibration, design
 from rayjob_advisor.models.anchoring import Anchors, configuration_keys
+from rayjob_advisor.models.combination import Combined
 from rayjob_advisor.models.estimators import CANDIDATES
-
 
 NOISE_MARGIN = 0.5
 """The floor is this fraction of the least marginal rate: estimated from single noisy runs, the rate lies up to 26 %
@@ -85,8 +85,16 @@ class Point:
     def of(cls, name: str, estimator: RegressorMixin, X: np.ndarray, y: np.ndarray, rate: float) -> Point:
         """An estimator fitted on the runs ``X, y`` (``rate``: their ``marginal_rate``), floored and anchored."""
         bare = cls(name, estimator, rate, design.Reach.of(X), Anchors.none(False), Anchors.none())
-        laid_out = dataclasses.replace(bare, layouts=Anchors.fit(X, y, bare.predict(X)[1], batch=False))
-        return dataclasses.replace(laid_out, anchors=Anchors.fit(X, y, laid_out.predict(X)[1]))
+        raw, _ = bare._raw(X)
+        laid_out = dataclasses.replace(bare, layouts=Anchors.fit(X, y, bare._predict(X, raw)[1], batch=False))
+        return dataclasses.replace(laid_out, anchors=Anchors.fit(X, y, laid_out._predict(X, raw)[1]))
+
+    def _raw(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The estimator's own predictions of the runs (one pass), and how much a combination's members disagree
+        on them (``combination.spread``; 0 for one candidate)."""
+        if isinstance(self.estimator, Combined):
+            return self.estimator.predict_spread(X)
+        return np.asarray(self.estimator.predict(X), dtype=float), np.zeros(len(X))
 
     def floor(self, X: np.ndarray) -> np.ndarray:
         """The least runtime physically possible for each run (module docstring)."""
@@ -94,7 +102,9 @@ class Point:
 
     def collapsed(self, X: np.ndarray) -> np.ndarray:
         """Runs whose raw prediction is not finite, not positive or under the floor."""
-        raw = np.asarray(self.estimator.predict(X), dtype=float)
+        return self._collapsed(X, self._raw(X)[0])
+
+    def _collapsed(self, X: np.ndarray, raw: np.ndarray) -> np.ndarray:
         return np.asarray(~np.isfinite(raw) | (raw <= 0) | (raw < self.floor(X)), dtype=bool)
 
     def distance(self, X: np.ndarray) -> np.ndarray:
@@ -103,21 +113,29 @@ class Point:
 
     def trend(self, X: np.ndarray) -> np.ndarray:
         """The candidate's curve alone, floored: what it learned of the workload, no measured run's own quirks."""
+        return self._trend(X, self._raw(X)[0])
+
+    def _trend(self, X: np.ndarray, raw: np.ndarray) -> np.ndarray:
         floor = self.floor(X)
-        raw = np.asarray(self.estimator.predict(X), dtype=float)
         return np.asarray(np.where(np.isfinite(raw), np.maximum(raw, floor), floor), dtype=float)
 
-    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The predictions, the same without anchoring, and which runs were anchored."""
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The predictions, the same without anchoring, which runs were anchored, and the combined candidates'
+        spread on each (0 for one candidate)."""
+        raw, spread = self._raw(X)
+        return (*self._predict(X, raw), spread)
+
+    def _predict(self, X: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         floor = self.floor(X)
-        unanchored, _ = self.layouts.apply(X, self.trend(X))
+        unanchored, _ = self.layouts.apply(X, self._trend(X, raw))
         unanchored = np.maximum(unanchored, floor)
         anchored, measured = self.anchors.apply(X, unanchored)
         return np.maximum(anchored, floor), unanchored, measured
 
     def held_out(self, X: np.ndarray, y: np.ndarray) -> calibration.HeldOut:
         """Predictions of runs this candidate was not fitted on, for scoring and calibration."""
-        predicted, unanchored, anchored = self.predict(X)
+        raw, spread = self._raw(X)
+        predicted, unanchored, anchored = self._predict(X, raw)
         return calibration.HeldOut(
             actual=y,
             predicted=predicted,
@@ -126,7 +144,8 @@ class Point:
             nodes=X[:, design.NODES],
             local_batch=design.local_batch(X),
             distance=self.distance(X),
-            collapsed=self.collapsed(X),
+            spread=spread,
+            collapsed=self._collapsed(X, raw),
         )
 
 
@@ -158,9 +177,10 @@ class Predictor:
 
     def pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The median of each run and the residual pools that bound it (``calibration``)."""
-        predicted, _, anchored = self.point.predict(X)
-        local_batch = design.local_batch(X)
-        return predicted, self.calibration.pools(X[:, design.NODES], self.point.distance(X), anchored, local_batch)
+        predicted, _, anchored, spread = self.point.predict(X)
+        return predicted, self.calibration.pools(
+            X[:, design.NODES], self.point.distance(X), anchored, design.local_batch(X), spread
+        )
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return self.point.predict(X)[0]

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rayjob_advisor.models import calibration, design, evaluation
+from rayjob_advisor.models.combination import Combined
 from rayjob_advisor.models.design import Runlike
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.predictor import Estimates, Predictor
@@ -36,6 +37,10 @@ from rayjob_advisor.models.startup import StartupCurve
 from rayjob_advisor.observations import Observation
 
 _FREEZABLE = (design.EPOCHS, design.CPUS, design.GPUS, design.NODES)
+RELIABLE_EXTRAPOLATION = 4.0
+"""How many times the most profiled workers a prediction has been shown reliable at: the farthest question of
+``benchmarks.accuracy`` (workers x4: fitted on up to a quarter of the most workers, asked about three quarters to
+all of them). ``enforce`` does not resize beyond it by default (``application.Policy.max_extrapolation``)."""
 
 
 class RuntimeModel:
@@ -51,6 +56,7 @@ class RuntimeModel:
     ``workers_per_node_`` (the most workers the profile ran on one node: how
     tightly a job without a placement hint is assumed packed),
     ``max_nodes_`` (the most nodes a profiled run spanned: a ``spread`` job spans up to that many),
+    ``max_workers_`` (the most workers a profiled run had: how far a plan reaches beyond the profile),
     ``batch_per_worker_`` (the profile's median per-worker batch, for jobs that give no batch),
     ``startup_curve_`` (``startup.StartupCurve``: the median start-up per worker count of the runs that
     measured one; ``startup`` reads it),
@@ -88,6 +94,7 @@ class RuntimeModel:
         self.n_samples_ = len(observations)
         self.startup_curve_ = StartupCurve.from_runs(observations)
         self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
+        self.max_workers_ = int(np.max(runs.X[:, design.WORKERS]))
         self.batch_per_worker_ = max(1, round(float(np.median(design.local_batch(runs.X)))))
         return self
 
@@ -114,18 +121,28 @@ class RuntimeModel:
         return X
 
     def assumptions(self, run: Runlike) -> dict[str, float | str]:
-        """What the prediction of ``run`` took from the profile rather than from the job (module docstring)."""
+        """What the prediction of ``run`` took from the profile rather than from the job (module docstring), and
+        how far beyond the profile it lies (``extrapolation``).
+
+        A profile that never varied the epochs keeps its own for the cost per epoch, but the job's epochs still
+        multiply its work: they are not assumed, and not listed.
+        """
         actual = self._job_matrix([run])[0]
         assumed: dict[str, float | str] = {
-            design.COLUMNS[column]: value for column, value in self.fixed_columns_.items() if actual[column] != value
+            design.COLUMNS[column]: value
+            for column, value in self.fixed_columns_.items()
+            if actual[column] != value and column != design.EPOCHS
         }
         if run.epochs is None:
-            assumed.setdefault("epochs", 1.0)
+            assumed["epochs"] = 1.0
         if run.batch_size is None:
             assumed["batch_size_per_worker"] = float(self.batch_per_worker_)
         if getattr(run, "nodes", None) is None and getattr(run, "placement", None) is None:
             assumed["placement"] = "packed"
             assumed["workers_per_node"] = float(self.workers_per_node_)
+        beyond = self.predictor_.point.reach.describe(self._matrix([run]))[0]
+        if beyond:
+            assumed["extrapolation"] = beyond
         return assumed
 
     def _scale(self, X: np.ndarray) -> np.ndarray | float:
@@ -170,6 +187,15 @@ class RuntimeModel:
         once: what the planner asks of every size, from one pass of the model (an admission waits for it)."""
         asked = None if seconds is None else np.asarray(seconds, dtype=float)
         return Estimates.of(*self._pools(runs), confidence, asked)
+
+    def predicted_by(self, run: Runlike) -> str:
+        """What predicts ``run``: the selected candidate, or the combination's members with their weights for it
+        (``sync-sgd 0.72 + dataparallel 0.28``)."""
+        estimator = self.predictor_.point.estimator
+        if not isinstance(estimator, Combined):
+            return self.selected_
+        (members,) = estimator.members(self._matrix([run]))
+        return " + ".join(f"{name} {weight:.2f}" for name, weight in sorted(members.items(), key=lambda m: -m[1]))
 
     def startup(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Expected start-up seconds of each run, from the profile's runs of as many workers (``startup``)."""

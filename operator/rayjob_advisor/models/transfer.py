@@ -24,7 +24,7 @@ own model only where its cross-validated error on the same runs is lower.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -152,7 +152,11 @@ def candidate_models(
     counts = len({run.workers for run in own_runs})
     models: list[RuntimeModel] = []
     problems = []
-    for fit in (lambda: RuntimeModel().fit(runs), lambda: _transferred(source, source_accelerator, own_runs)):
+    fits: list[Callable[[], RuntimeModel]] = [
+        lambda: RuntimeModel().fit(runs),
+        lambda: _transferred(source, source_accelerator, own_runs),
+    ]
+    for fit in fits:
         try:
             model = fit()
         except (NotEnoughData, ValueError) as exc:
@@ -162,7 +166,7 @@ def candidate_models(
             models.append(model)
         else:
             problems.append(f"the cross-validated error is {model.cv_mape_}")
-    transferred = [model for model in models if isinstance(model, TransferredModel)]
+    transferred: list[RuntimeModel] = [model for model in models if isinstance(model, TransferredModel)]
     if transferred and counts < MIN_OWN_WORKER_COUNTS:
         problems.append(f"{accelerator}'s runs span {counts} worker counts: too few to see how it scales")
         return transferred, problems
