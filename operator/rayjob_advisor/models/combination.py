@@ -19,7 +19,9 @@ runs at one or two worker counts, the folds of a kind are few or missing.
 The stacking weights are therefore shrunk towards a prior, the structure
 of a synchronous data-parallel step (``PRIOR``), as if it had won
 ``PRIOR_RUNS`` more held-out runs; a kind without any split gets the prior
-alone. Beyond the profile only the physically shaped candidates
+alone. For more work than profiled, the prior is the inside weights of the
+candidates that scale with the work by construction (``prior_of``): the
+time per sample is a question inside the profile. Beyond the profile only the physically shaped candidates
 (``estimators.STRUCTURAL``) take part (``answers``): a curve fitted inside
 the range is no evidence outside it — except, for more work, the learners of
 the time per sample (``estimators.PER_SAMPLE``), whose runtime scales with
@@ -94,15 +96,31 @@ def prior_weights(names: Sequence[str]) -> np.ndarray:
     return weights / weights.sum() if weights.sum() else np.full(len(names), 1 / len(names))
 
 
+def prior_of(names: Sequence[str], kind: str, inside: np.ndarray) -> np.ndarray:
+    """What a kind of question leans on without evidence (module docstring): ``PRIOR``; but more work is asked
+    of the candidates that scale with it by construction, so there the question is the time per sample, asked
+    inside the profile: the ``inside`` weights of those candidates, where they have any."""
+    if kind == "size":
+        scaling = inside * np.array([answers(name, kind) for name in names])
+        if scaling.sum() > 0:
+            return np.asarray(scaling / scaling.sum(), dtype=float)
+    return prior_weights(names)
+
+
 def learn_weights(
-    names: Sequence[str], kind: str, predicted: np.ndarray, actual: np.ndarray, usable: np.ndarray
+    names: Sequence[str],
+    kind: str,
+    predicted: np.ndarray,
+    actual: np.ndarray,
+    usable: np.ndarray,
+    prior: np.ndarray,
 ) -> np.ndarray:
     """The weights of one kind of question from held-out runs: stacked on the rows every allowed candidate
-    predicted without collapsing, shrunk towards the prior by ``PRIOR_RUNS`` (module docstring).
+    predicted without collapsing, shrunk towards the ``prior`` (``prior_of``) by ``PRIOR_RUNS`` (module
+    docstring).
 
     ``predicted``: n x len(names) held-out predictions; ``usable``: the same shape, False where one collapsed.
     """
-    prior = prior_weights(names)
     allowed = np.array([answers(name, kind) for name in names])
     rows = np.all(usable[:, allowed], axis=1)
     if not np.any(allowed) or not np.any(rows):

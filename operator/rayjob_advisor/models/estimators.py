@@ -326,7 +326,9 @@ CANDIDATES: dict[str, type[RegressorMixin]] = {
     "gradient-boosting": GradientBoosting,
     "svr": KernelSVR,
 }
-PER_SAMPLE: tuple[str, ...] = ("gradient-boosting", "svr")
-"""Candidates that learn the time per sample (``_PerSampleLog``): their runtime scales with the work by construction."""
+PER_SAMPLE: tuple[str, ...] = ("gradient-boosting",)
+"""Candidates besides the structural ones whose runtime scales with the work beyond the profile: a tree ensemble of
+the time per sample (``_PerSampleLog``) holds its value at the edge of the data there, so more work is more time in
+proportion (an SVR's kernel decays to its mean instead)."""
 STRUCTURAL: tuple[str, ...] = ("ernest", "dataparallel", "sync-sgd")
 """Candidates whose runtime is a sum of non-negative terms: positive wherever they are asked, far outside the data."""

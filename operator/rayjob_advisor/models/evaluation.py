@@ -260,20 +260,23 @@ def combined_held_out(
     for split in held[names[0]]:
         by_kind[splits.question(split)].append(split)
 
-    def learned(kind: str, chosen: Sequence[str]) -> np.ndarray:
+    def learned(kind: str, chosen: Sequence[str], inside: np.ndarray) -> np.ndarray:
+        prior = combination.prior_of(names, kind, inside)
         if not chosen:
-            return combination.prior_weights(names)
+            return prior
         parts = [HeldOut.concatenate([held[name][split] for split in chosen]) for name in names]
         predicted = np.column_stack([part.predicted for part in parts])
         usable = ~np.column_stack([part.collapsed for part in parts])
-        return combination.learn_weights(names, kind, predicted, parts[0].actual, usable)
+        return combination.learn_weights(names, kind, predicted, parts[0].actual, usable, prior)
 
-    weights = np.vstack([learned(kind, by_kind[kind]) for kind in splits.QUESTIONS])
+    prior = combination.prior_weights(names)
+    inside = learned("inside", by_kind["inside"], prior)
+    weights = np.vstack([learned(kind, by_kind[kind], inside) for kind in splits.QUESTIONS])
     mixed = {}
     for index, (kind, members) in enumerate(by_kind.items()):
         for split in members:
             own = weights.copy()
-            own[index] = learned(kind, [other for other in members if other != split])
+            own[index] = learned(kind, [other for other in members if other != split], inside)
             mixed[split] = _mix([held[name][split] for name in names], own, index)
     return mixed, weights
 
