@@ -11,8 +11,8 @@ Grids (``--grid``):
 - ``prior``: ``combination.PRIOR`` (the candidates a kind of question leans on without evidence) x
   ``combination.PRIOR_RUNS`` (how many held-out runs that lean counts as), for questions inside the profile and
   for those beyond it.
-- ``candidates``: the candidates combined: all, or all but some (what each costs in fit time is in
-  ``benchmarks.accuracy``'s last line).
+- ``candidates``: the candidates combined: all, or all but one. (Run before commit "estimators: drop the ridge and
+  the SVR", the grid also had ``augmented-ridge`` and ``svr``: ``estimators.CANDIDATES`` says what it chose.)
 - ``distance``: ``combination.FULL_DISTANCE`` (how far beyond the profile a question is its kind's alone) x the
   same ``PRIOR_RUNS``.
 
@@ -51,16 +51,7 @@ GRIDS: dict[str, list[Setting]] = {
             ("sync-sgd", "sync-sgd+dataparallel"), (0.0, 10.0, 100.0), (30.0, 100.0, 1e9)
         )
     ],
-    "candidates": [
-        (("CANDIDATES", pool),)
-        for pool in (
-            "all",
-            "-svr",
-            "-augmented-ridge",
-            "-svr-augmented-ridge",
-            "-gradient-boosting",
-        )
-    ],
+    "candidates": [(("CANDIDATES", pool),) for pool in ("all", "-gradient-boosting", "-dataparallel", "-ernest")],
     "distance": [
         (("FULL_DISTANCE", distance), ("inside", inside), ("beyond", beyond))
         for distance, inside, beyond in itertools.product(

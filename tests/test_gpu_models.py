@@ -95,8 +95,9 @@ def test_the_bound_covers_every_node_count_band_of_a_real_workload(bert):
 
 def test_the_bound_covers_the_communication_bound_runs_of_a_node_count():
     """cifar10 with one dataset size held out: the 3-node runs at the smaller half of the per-GPU batches spend most
-    of a step synchronising and spread wider; the 0.9 bound still covers >= 0.85 of them (the node count's
-    residuals alone covered 0.68) and gives them a wider margin than the larger batches of the same node count."""
+    of a step synchronising and spread wider; the 0.9 bound gives them a wider margin than the larger batches of
+    the same node count, and covers >= 0.75 of them (the node count's residuals alone covered 0.68; issue 9's 0.85
+    was met by one run with a band minimum chosen on these very runs, which issue 18 forbids)."""
     runs = evaluation.Runs.from_observations(pollux.pollux_observations(POLLUX, "cifar10"))
     defined, _ = splits.split_folds(runs.variables())
     [(train, test)] = defined["interpolate-size"]
@@ -106,7 +107,7 @@ def test_the_bound_covers_the_communication_bound_runs_of_a_node_count():
     three = held.X[:, design.NODES] == 3
     small = three & (held.X[:, design.BATCH] / held.X[:, design.WORKERS] <= predictor.calibration.threshold)
     assert np.sum(small) >= 40 and np.sum(three & ~small) >= 10
-    assert np.mean(held.y[small] <= upper[small]) >= 0.85
-    assert np.mean(held.y[three] <= upper[three]) >= 0.85
+    assert np.mean(held.y[small] <= upper[small]) >= 0.75
+    assert np.mean(held.y[three] <= upper[three]) >= 0.8
     margins = upper / predictor.predict(held.X)
     assert np.median(margins[small]) > np.median(margins[three & ~small])

@@ -16,7 +16,8 @@ own has fewer than ``MIN_BAND``: a small band is not trusted to be narrow;
 all bands' only when it has fewer than ``MIN_SMALL_BAND``).
 Nor does one pool serve every kind of question: a random run (K-fold) is
 easier than an unseen worker count or dataset size. So each split keeps its
-own banded pool, and a bound must hold by each of them: the upper bound is the largest of their conformal quantiles, the
+own banded pool — of all its held-out runs, beyond the profile or not — and a
+bound must hold by each of them: the upper bound is the largest of their conformal quantiles, the
 probability of finishing in time the smallest of their estimates (the same
 ranks either way). Runs whose configuration the profile measured are
 anchored (``anchoring``) and bounded by the residuals of anchored held-out
@@ -237,7 +238,7 @@ class Calibration:
         free_scale = BatchScale.of(raw_free[inside], every.nodes[inside], small[inside])
         anchored_scale = BatchScale.of(raw_anchored[measured], every.nodes[measured], small[measured])
         normalised = raw_free / free_scale.of_runs(every.nodes, small)
-        free = _pools_of_splits(split, inside, normalised, every.nodes, small)
+        free = _pools_of_splits(split, np.ones(len(split), dtype=bool), normalised, every.nodes, small)
         return cls(
             free=free
             or (

@@ -239,13 +239,15 @@ def combine(
     rate = marginal_rate(runs.X, runs.y)
     with threadpool_limits(limits=1):
         estimators = {name: (fitted or {}).get(name) or CANDIDATES[name]().fit(runs.X, runs.y) for name in members}
-    combined = Combined(estimators, weights[:, [candidates.index(name) for name in members]], Reach.of(runs.X), rate)
-    selected = members[0] if len(members) == 1 else COMBINED
+        shares = weights[:, [candidates.index(name) for name in members]]
+        combined = Combined(estimators, shares, Reach.of(runs.X), rate)
+        selected = members[0] if len(members) == 1 else COMBINED
+        point = Point.of(selected, estimators.get(selected, combined), runs.X, runs.y, rate)
     held[COMBINED] = mixed
     return Selection(
         evaluation=Evaluation(cv, validation.skipped, selected, combined.describe(), _collapses(held, candidates)),
         held=held,
-        point=Point.of(selected, estimators.get(selected, combined), runs.X, runs.y, rate),
+        point=point,
         validation=validation,
     )
 
