@@ -64,7 +64,9 @@ def annotations_page() -> str:
     body: list[str] = []
     for section, docs in contract.KEY_DOCS.items():
         body += [f"## {section}", ""]
-        body += table(["key", "on", "meaning", "example"], [(code(d.key), d.on, d.meaning, code(d.example)) for d in docs])
+        body += table(
+            ["key", "on", "meaning", "example"], [(code(d.key), d.on, d.meaning, code(d.example)) for d in docs]
+        )
         body.append("")
     intro = (
         f"Every key of the advisor starts with `{contract.PREFIX}`. Annotation values are strings: quote numbers "
