@@ -1,4 +1,4 @@
-"""Without ../shared (README "The shared data") the tests and scripts stop with one line that says what is missing."""
+"""Without ../shared (docs/development.md: "The shared data") the tests and scripts stop with one line."""
 
 from __future__ import annotations
 

@@ -34,6 +34,6 @@ def require_shared(*needed: pathlib.Path) -> None:
     if missing:
         raise SharedDataMissing(
             f"rayjob-advisor: {missing[0]} is missing: the tests, benchmarks and hack scripts read ../shared "
-            f"(KubeRay CRDs and samples, datasets; README 'The shared data') next to the checkout, "
+            f"(KubeRay CRDs and samples, datasets; docs/development.md, 'The shared data') next to the checkout, "
             f"or where ${SHARED_VARIABLE} points"
         )
