@@ -123,6 +123,7 @@ _INPUT_FIELDS = {
 }
 _FIELD_KEYS = {field: key for key, field in _INPUT_FIELDS.items()}
 INPUT_KEYS: tuple[str, ...] = tuple(_INPUT_FIELDS)
+_ASKING = frozenset({*INPUT_KEYS, RELEASE})  # the annotations that ask for the advisor
 
 
 class Deadline(pydantic.BaseModel):
@@ -349,6 +350,14 @@ def parse_inputs(
             field = str(error["loc"][0])
             messages.append(f"{_FIELD_KEYS.get(field, field)}={raw.get(field)!r}: {error['msg']}")
         raise AnnotationError("; ".join(messages)) from None
+
+
+def asks_for_advice(
+    annotations: Mapping[str, str] | None, labels: Mapping[str, str] | None, namespace_labels: Mapping[str, str] | None
+) -> bool:
+    """Whether a RayJob asks for the advisor (docs/scope.md): an input annotation of ours (or ``release``) on it,
+    the ``workload`` label, or the ``mode`` label on its namespace. Kueue's rule, a queue-name label, in our words."""
+    return bool(_ASKING & set(annotations or {})) or WORKLOAD in (labels or {}) or MODE in (namespace_labels or {})
 
 
 def validation_problems(exc: pydantic.ValidationError, whole: str, limit: int | None = None) -> str:

@@ -56,6 +56,7 @@ securityContext:
 
 {{- define "rayjob-advisor.env" -}}
 - {name: RAYJOB_ADVISOR_LOG_FORMAT, value: {{ .Values.logFormat | quote }}}
+- {name: RAYJOB_ADVISOR_ADVISE_ALL_JOBS, value: {{ .Values.adviseAllJobs | default false | quote }}}
 - {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
 - {name: RAYJOB_ADVISOR_CPU_HOUR_PRICE, value: {{ .Values.prices.cpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_GPU_HOUR_PRICE, value: {{ .Values.prices.gpuHour | quote }}}
