@@ -24,7 +24,7 @@ import kubernetes
 import pydantic
 import urllib3
 
-from rayjob_advisor import application, contract
+from rayjob_advisor import __version__, application, contract
 from rayjob_advisor.advice import planner, prediction
 from rayjob_advisor.cli.tables import assumptions_summary, model_summary, runtime_summary, what_if_table
 from rayjob_advisor.cli.verbs import closed_pipe, integers, settings
@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _connection_flags(parser, defaults=True)
     verbs = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser)
     describe = verbs.add_parser("describe", help="the advisor's view of a RayJob (all of them without NAME), in words")

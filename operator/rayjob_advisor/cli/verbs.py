@@ -25,7 +25,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from rayjob_advisor import application, contract
+from rayjob_advisor import __version__, application, contract
 from rayjob_advisor.advice import prediction
 from rayjob_advisor.cli.manifests import read_rayjob
 from rayjob_advisor.cli.tables import accelerator_table, evaluation_table, percent, prediction_table
@@ -74,6 +74,7 @@ def closed_pipe() -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rayjob-advisor", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def data_options(command: argparse.ArgumentParser) -> None:
