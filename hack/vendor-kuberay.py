@@ -64,14 +64,15 @@ def selected(checkout: pathlib.Path) -> dict[pathlib.PurePosixPath, pathlib.Pure
 def source_notes(version: str, commit: str | None, date: str | None, hashes: dict[str, tuple[str, str]]) -> str:
     """SOURCE.md: where the files come from, under which licence, and each one's git blob hash."""
     rows = "\n".join(f"| {here} | {there} | {blob} |" for here, (there, blob) in sorted(hashes.items()))
-    origin = f"commit `{commit}` ({date})" if commit else "a release archive (no git history)"
+    origin = f"{commit} ({date})" if commit else "none: a release archive, without git history"
     return f"""# KubeRay files vendored by the test kit
 
 Every RayJob a test builds, and every patch the advisor writes, is validated against KubeRay's own CRDs;
 the feature and robustness tests read KubeRay's sample RayJobs. They are copied unmodified from KubeRay.
 
 - Repository: {REPOSITORY}
-- Version: `{version}`, {origin}
+- Version: `{version}`
+- Commit: {origin}
 - Licence: Apache License 2.0 (`LICENSE` here is KubeRay's); Copyright the KubeRay authors.
 - Selection: the RayJob and RayCluster CRDs of `{CRD_DIR}/`, and every `*.yaml` under `{SAMPLE_DIR}/`
   (sub-folders kept) with a top-level `kind: RayJob` document, multi-document files whole.

@@ -1,4 +1,8 @@
-"""The README a newcomer follows: its commands are CI's, its annotation tables cover the contract, its paths exist."""
+"""The README a newcomer follows: its first commands are CI's; the paths it and the docs name exist; scripts lint.
+
+The annotation tables moved to docs/reference/annotations.md (tests/test_reference.py checks they cover the
+contract); every command of the README and the docs is run or checked by tests/test_docs.py.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +12,11 @@ import sys
 
 import pytest
 
-from rayjob_advisor import contract
 from rayjob_advisor_testkit.paths import REPO
 
 README = (REPO / "README.md").read_text()
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SCRIPTS = sorted([*(REPO / "hack").glob("*.sh"), REPO / ".ci" / "run", REPO / ".ci" / "lint"])
-
-
-def contract_keys() -> set[str]:
-    """Every ``rayjob-advisor.io/...`` name contract.py defines (annotations, labels, the Kueue gate)."""
-    return {
-        value
-        for value in vars(contract).values()
-        if isinstance(value, str) and value.startswith(contract.PREFIX) and value != contract.PREFIX
-    }
-
-
-def test_every_key_of_the_contract_has_a_row_in_the_readme_tables():
-    rows = set(re.findall(r"^\| `(rayjob-advisor\.io/[-a-z]+)` \|", README, flags=re.MULTILINE))
-    assert len(contract_keys()) > 15  # the enumeration finds the contract's keys
-    prefixed = {key for key in contract_keys() if key.endswith("-") and any(row.startswith(key) for row in rows)}
-    missing = contract_keys() - rows - prefixed  # a key ending in "-" (hook-) is a prefix: its names have rows
-    assert not missing, f"keys missing from the README's Annotations tables: {missing}"
 
 
 def test_the_first_commands_are_the_set_up_and_test_that_ci_runs():
@@ -42,11 +29,20 @@ def test_the_first_commands_are_the_set_up_and_test_that_ci_runs():
         assert all(step in ci for step in steps), command
 
 
-def test_the_repository_paths_the_readme_names_exist():
-    named = set(re.findall(r"`((?:examples|hack|charts|benchmarks|operator|tests|testkit|crds|\.ci)/[^`\s]+)`", README))
+def test_the_repository_paths_the_readme_and_the_docs_name_exist():
+    text = "\n".join(page.read_text() for page in PAGES)
+    named = set(
+        re.findall(r"`((?:examples|hack|charts|benchmarks|operator|tests|testkit|crds|docs|\.ci)/[^`\s]+)`", text)
+    )
     concrete = {path.rstrip("/") for path in named if not re.search(r"[<*…{]", path)}
-    assert len(concrete) > 10
+    assert len(concrete) > 30
     assert not [path for path in sorted(concrete) if not (REPO / path).exists()]
+
+
+def test_the_readme_is_short_and_links_to_pages_that_exist():
+    assert len(README.splitlines()) <= 200
+    linked = re.findall(r"\]\(((?:docs/)[^)#]+|CHANGELOG\.md)", README)
+    assert len(linked) > 20 and not [path for path in linked if not (REPO / path).exists()]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])

@@ -78,7 +78,8 @@ def test_the_refresh_copies_the_crds_the_rayjob_samples_and_the_licence_and_says
         checkout / "ray-operator/config/samples/mnist/ray-job.mnist.yaml"
     ).read_bytes()
     assert listed(into) == {name: blob_hash((into / name).read_bytes()) for name in files - {"SOURCE.md"}}
-    assert "Version: `v9.9.9`, commit `" in (into / "SOURCE.md").read_text()
+    notes = (into / "SOURCE.md").read_text()
+    assert "Version: `v9.9.9`\n- Commit: " in notes and re.search(r"Commit: [0-9a-f]{40} \(", notes)
 
 
 def test_a_release_archive_needs_its_version_named(checkout, tmp_path):
@@ -88,4 +89,4 @@ def test_a_release_archive_needs_its_version_named(checkout, tmp_path):
         f"vendor-kuberay: {checkout} is no git checkout: give --version (e.g. v1.7.0)"
     ]
     assert vendor(str(checkout), "--into", str(tmp_path / "vendored"), "--version", "v1.7.0").returncode == 0
-    assert "Version: `v1.7.0`, a release archive" in (tmp_path / "vendored" / "SOURCE.md").read_text()
+    assert "Version: `v1.7.0`\n- Commit: none: a release archive" in (tmp_path / "vendored" / "SOURCE.md").read_text()

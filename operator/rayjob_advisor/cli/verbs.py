@@ -87,7 +87,9 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--skip-bad-rows", action="store_true", help="report bad CSV rows on stderr and go on without them"
         )
-        command.add_argument("--format", choices=("table", "json"), default="table")
+        command.add_argument(
+            "--format", choices=("table", "json"), default="table", help="table: for people; json: for programs"
+        )
 
     evaluate = commands.add_parser("evaluate", help="score every candidate model on every split")
     data_options(evaluate)

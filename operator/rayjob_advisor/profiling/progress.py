@@ -6,7 +6,7 @@ Add it to the trainer's ``RunConfig(callbacks=[AdvisorProgress(total=...)])``. E
 every ``interval`` seconds (and the last one always), over HTTPS, to the controller's progress
 endpoint, with a projected service-account token that the advisor checks with the API server.
 The advisor's ``progress`` hook wires the head pod for it at admission (the token, the endpoint, the
-job's name and the CA, in the environment this reads); without it, see the README. The callback is
+job's name and the CA, in the environment this reads); without it, see docs/guides/running-jobs.md. The callback is
 made in the driver (the entrypoint: on the head pod) and runs in Ray Train's controller, on the
 driver's node, not in the workers. A report that fails is logged and dropped: the
 advisor's prediction stands, and training never waits long or fails for it.
