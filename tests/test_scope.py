@@ -72,17 +72,16 @@ def test_a_raw_kuberay_sample_in_an_unlabelled_namespace_gets_nothing_from_the_c
     assert ours(api, "sample", "team-x") == {} and events_of(api, "sample") == []
     assert api.requests("PATCH", "rayjobs", name="sample") == []  # not even kopf's own record
     assert api.objects("runtimeprofiles", "team-x") == []  # nothing learned
-    assert ("team-x", "sample") not in {(key[0], key[1]) for key in advisor.memo.running}
 
 
 def test_the_namespace_label_opts_its_jobs_in(advisor):
     api = advisor.api
     api.create_namespace("team-y", labels={ann.MODE: "recommend"})
     api.wait_until(lambda: "team-y" in advisor.memo.namespace_labels, 30)
-    api.create(raw_sample("sample", "team-y"))
-    error = api.wait_until(lambda: ours(api, "sample", "team-y").get(ann.ERROR), 60)
+    api.create(raw_sample("labelled", "team-y"))
+    error = api.wait_until(lambda: ours(api, "labelled", "team-y").get(ann.ERROR), 60)
     assert ann.DATASET_SIZE in error or ann.WORKLOAD in error  # advised: told which annotation to add
-    api.wait_until(lambda: events_of(api, "sample") == [("Warning", "CannotPredict")], 30)
+    api.wait_until(lambda: events_of(api, "labelled") == [("Warning", "CannotPredict")], 30)
 
 
 def test_an_annotation_on_the_job_opts_it_in(advisor):
