@@ -18,9 +18,11 @@ epoch over a dataset:
 ``scalability.csv`` (6-16 nodes, per-node split not recorded) is left out.
 
 The six shipped profiles ``operator/rayjob_advisor/profiles/data/pollux-<model>.csv``
-are this conversion, with provenance comments; regenerate them with
+are this conversion, with provenance comments. The traces themselves are not in this repository: copy
+``sched/traces/`` of the Pollux artifact (``SOURCE_REPOSITORY``, branch ``osdi21-artifact``) to a folder, e.g.
+``$RAYJOB_ADVISOR_SHARED/datasets/pollux`` (the default), and regenerate the profiles with
 
-    .venv/bin/python -m benchmarks.pollux --shipped [--pollux-dir ../shared/datasets/pollux]
+    .venv/bin/python -m benchmarks.pollux --shipped [--pollux-dir FOLDER]
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import zlib
 
 from rayjob_advisor.observations import Observation, write_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
-from rayjob_advisor_testkit.paths import POLLUX, require_shared
+from rayjob_advisor_testkit.paths import POLLUX, require_data
 
 # Training-set sizes (samples) of the Pollux workloads (Pollux paper, Table 1).
 TRAINING_SET_SIZES: dict[str, int] = {
@@ -58,12 +60,13 @@ DEFAULT_POLLUX = POLLUX
 GPUS_PER_NODE = 4  # AWS g4dn.12xlarge: 4 T4 GPUs
 SOURCE_REPOSITORY = "https://github.com/petuum/adaptdl"
 SOURCE_COMMIT = "c793c7089bd307462686339d29707925c461f9a9"  # branch osdi21-artifact
+ORIGIN = f"the Pollux traces are sched/traces/<model>/placements.csv of {SOURCE_REPOSITORY}, branch osdi21-artifact"
 
 
 def pollux_observations(pollux_dir: pathlib.Path, model: str) -> list[Observation]:
     """The placements of one Pollux model as observations (see module docstring)."""
     placements = pollux_dir / model / "placements.csv"
-    require_shared(placements)
+    require_data(placements, ORIGIN)
     observations = []
     with placements.open(newline="") as stream:
         for row in csv.DictReader(stream):
@@ -124,7 +127,7 @@ def main() -> None:
     """Write one Pollux workload as an observations CSV (``--out``), or regenerate the shipped profiles."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("model", nargs="?", choices=MODELS)
-    parser.add_argument("--pollux-dir", type=pathlib.Path, default=DEFAULT_POLLUX)
+    parser.add_argument("--pollux-dir", type=pathlib.Path, default=DEFAULT_POLLUX, help="the traces (not shipped)")
     parser.add_argument("--out", type=pathlib.Path)
     parser.add_argument("--shipped", action="store_true", help="write the six shipped profiles")
     args = parser.parse_args()

@@ -15,6 +15,9 @@ coverage of (b)'s 0.9 bound; then the mean and the worst of each per k
 over all pairs.
 
     python -m benchmarks.transfer [--sia-dir DIR] [--draws N]
+
+The Sia traces are not in this repository (they carry no licence): ``DIR`` holds ``sia-<model>-<gpu>.csv``
+in the observation schema, converted from ``SIA_SOURCE`` (``benchmarks.sia``).
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.models.transfer import TransferredModel, better_of
 from rayjob_advisor.observations import Observation
+from rayjob_advisor_testkit.paths import require_data
 
 KS: tuple[int | None, ...] = (3, 5, 10, 20, None)  # None: every run not held out
 DRAWS = 5
 CONFIDENCE = 0.9
 HELD_OUT = 3  # one run in this many of the target's is held out
 COLUMNS = ("own", "transferred", "fallback", "picked", "coverage")
+SIA_SOURCE = "siasosp23/artifacts (commit aaf7a0de7b6c), sia-simulator/traces/<model>/{placements,scalability}-*.csv"
 
 
 def _ape(model: RuntimeModel, test: list[Observation], actual: np.ndarray) -> float:
@@ -95,9 +100,10 @@ def pair_rows(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sia-dir", type=pathlib.Path, default=DEFAULT_SIA)
+    parser.add_argument("--sia-dir", type=pathlib.Path, default=DEFAULT_SIA, help="the Sia runs (not shipped)")
     parser.add_argument("--draws", type=int, default=DRAWS)
     args = parser.parse_args()
+    require_data(args.sia_dir, f"the Sia runs are converted from {SIA_SOURCE}, not shipped (no licence)")
     print(f"MAPE % on the target's held-out third, k of its other runs measured ({args.draws} seeded draws)")
     header = f"{'target':<10} {'source':<10} {'k':>4} {'own':>6} fit {'transf':>6} {'fallbk':>6} {'picked':>6} transf"
     print(f"{'model':<12}{header} {'cov0.9':>6}")

@@ -3,7 +3,8 @@
 # tests/test_readme.py with ShellCheck): build the image, create a kind cluster with KubeRay, install the chart, run
 # `helm test` (a server-side dry-run through the webhook), apply an annotated example RayJob, show its prediction.
 #   hack/e2e-kind.sh            (needs: docker, kind, kubectl, helm)
-# Environment: CLUSTER (rayjob-advisor), KUBERAY_VERSION (the kuberay-operator chart version; default: the latest).
+# Environment: CLUSTER (rayjob-advisor), KUBERAY_VERSION (the kuberay-operator chart version; default: the latest),
+# PYTHON_IMAGE (the base image by digest, while the Dockerfile's is a placeholder: docs/releasing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster=${CLUSTER:-rayjob-advisor}
@@ -12,12 +13,16 @@ kuberay_version=()
 if [[ -n ${KUBERAY_VERSION:-} ]]; then
   kuberay_version=(--version "$KUBERAY_VERSION")
 fi
+base=()
+if [[ -n ${PYTHON_IMAGE:-} ]]; then
+  base=(--build-arg "PYTHON_IMAGE=$PYTHON_IMAGE")
+fi
 
 for tool in docker kind kubectl helm; do
   command -v "$tool" >/dev/null || { echo "e2e-kind: $tool is needed and not on PATH" >&2; exit 1; }
 done
 
-docker build -t "$image" .
+docker build "${base[@]}" -t "$image" .
 kind get clusters | grep -qx "$cluster" || kind create cluster --name "$cluster"
 kubectl config use-context "kind-$cluster"
 kind load docker-image "$image" --name "$cluster"

@@ -10,16 +10,8 @@ import pytest
 
 from rayjob_advisor.observations import Observation, write_observations
 from rayjob_advisor.profiles.store import ProfileStore
-from rayjob_advisor_testkit import paths, prometheus
+from rayjob_advisor_testkit import prometheus
 from rayjob_advisor_testkit.profiles import fitted_store, synthetic_observations
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Without ../shared, stop before collection with one line (``ERROR: ...``), not a traceback per module."""
-    try:
-        paths.require_shared()
-    except paths.SharedDataMissing as missing:
-        raise pytest.UsageError(str(missing.code)) from None
 
 
 @pytest.fixture(scope="session")

@@ -361,6 +361,8 @@ def test_the_metrics_port_is_open_to_the_configured_peers():
         ({"helmTest": {"namespace": "Not_A_Namespace"}}, "/helmTest/namespace"),
         ({"hooks": ["slurm"]}, "/hooks/0"),
         ({"progress": {"enabled": True, "port": 0}}, "/progress/port"),
+        ({"image": {"digest": "sha256:not-a-digest"}}, "/image/digest"),
+        ({"adviseAllJobs": "yes"}, "/adviseAllJobs"),
     ],
 )
 def test_invalid_values_are_rejected_by_the_schema(values, message):
@@ -413,9 +415,7 @@ def test_artifact_hub_annotations_describe_the_chart():
     assert annotations["artifacthub.io/license"] == project["license"]["text"]
     links = yaml.safe_load(annotations["artifacthub.io/links"])
     assert {link["name"] for link in links} >= {"source"} and all(link["url"].startswith("https://") for link in links)
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    images = yaml.safe_load(annotations["artifacthub.io/images"])
-    assert [i["image"] for i in images] == [f"{values['image']['repository']}:{chart_metadata()['appVersion']}"]
+    assert "artifacthub.io/images" not in annotations  # no image is published (docs/releasing.md)
     crds = [yaml.safe_load(path.read_text()) for path in sorted((CHART / "crds").glob("*.yaml"))]
     shipped = {(c["spec"]["names"]["kind"], c["spec"]["versions"][0]["name"], c["metadata"]["name"]) for c in crds}
     assert {(c["kind"], c["version"], c["name"]) for c in yaml.safe_load(annotations["artifacthub.io/crds"])} == shipped
@@ -463,7 +463,7 @@ def test_helm_test_hook_may_only_create_rayjobs_in_its_namespace():
     assert spec["securityContext"]["runAsNonRoot"] is True
     (container,) = spec["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True and container["resources"]["requests"]
-    assert container["image"] == "ghcr.io/rayjob-advisor/rayjob-advisor:0.1.0"  # the advisor's own image
+    assert container["image"] == f"rayjob-advisor:{chart_metadata()['appVersion']}"  # the advisor's own image
     rayjob = json.loads({e["name"]: e.get("value") for e in container["env"]}["RAYJOB"])
     assert rayjob["metadata"]["namespace"] == "ml-team"
 
@@ -482,3 +482,22 @@ def test_helm_test_hook_dry_runs_a_valid_rayjob_the_webhook_predicts():
         stored, response = advisor.webhook.admit(rayjob, dry_run=True)
     written = set(stored["metadata"]["annotations"]) - set(rayjob["metadata"]["annotations"])
     assert ann.PREDICTED_RUNTIME in written and ann.ERROR not in written, response.get("warnings")
+
+
+def advisor_images(objects: list[dict]) -> set[str]:
+    """The images of the controller, the webhook and the `helm test` pod."""
+    pods = [d["spec"]["template"]["spec"] for d in by_kind(objects, "Deployment")] + [
+        p["spec"] for p in by_kind(objects, "Pod")
+    ]
+    return {container["image"] for pod in pods for container in pod["containers"]}
+
+
+def test_the_image_is_what_the_docs_build_or_a_digest():
+    """By default the image `docker build -t rayjob-advisor:<appVersion> .` makes (docs/releasing.md); by digest
+    once image.digest is set, whatever the tag."""
+    app = chart_metadata()["appVersion"]
+    assert advisor_images(render({})) == {f"rayjob-advisor:{app}"}
+    assert f"-t rayjob-advisor:{app} ." in (REPO / "docs" / "releasing.md").read_text()
+    digest = "sha256:" + "ab" * 32
+    pinned = render({"image": {"repository": "registry.example/ml/rayjob-advisor", "tag": "x", "digest": digest}})
+    assert advisor_images(pinned) == {f"registry.example/ml/rayjob-advisor@{digest}"}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
+import pathlib
+import signal
 import subprocess
 import sys
 
@@ -20,6 +23,7 @@ from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import write_observations
 from rayjob_advisor.profiles.store import ProfileStore
+from rayjob_advisor_testkit.paths import REPO
 from rayjob_advisor_testkit.profiles import synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -321,3 +325,84 @@ def test_a_binary_observations_file_is_one_clear_line(capsys, tmp_path):
     path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
     status, _, err = run(capsys, "fit", "--data", path)
     assert status == 2 and err == f"rayjob-advisor: error: {path}: not an observations CSV (not UTF-8 text)\n"
+
+
+EXAMPLE = REPO / "examples" / "deadline-recommend.yaml"
+
+
+def example_in_mode(mode: str, tmp_path) -> pathlib.Path:
+    """The deadline example in ``mode``, as a file."""
+    (rayjob,) = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d and d.get("kind") == "RayJob"]
+    rayjob["metadata"]["annotations"][ann.MODE] = mode
+    path = tmp_path / f"{mode}.yaml"
+    path.write_text(yaml.safe_dump(rayjob))
+    return path
+
+
+def test_predict_on_a_mode_off_job_says_the_operator_leaves_it_alone_and_writes_nothing(capsys, tmp_path):
+    status, out, err = run(capsys, "predict", "-f", example_in_mode("off", tmp_path))
+    assert status == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[-1] == f"the operator leaves this RayJob alone: its mode is off ({ann.MODE}); it writes nothing on it"
+    assert "predicted runtime: " in out and "what if (group 'cpu-workers'):" in out  # still a prediction
+    assert not [line for line in lines if line.startswith(("decision:", "annotations it would", "labels it would"))]
+    status, out, _ = run(capsys, "predict", "-f", example_in_mode("off", tmp_path), "--format", "json")
+    document = json.loads(out)
+    assert (document["annotations"], document["labels"]) == ({}, {}) and "recommendation" not in document
+    assert document["left_alone"] == f"its mode is off ({ann.MODE})" and document["prediction"]["p50"] > 0
+    status, out, _ = run(capsys, "predict", "-f", example_in_mode("recommend", tmp_path), "--format", "json")
+    document = json.loads(out)  # the same job, advised: what it writes
+    assert document["left_alone"] is None and ann.PREDICTION in document["annotations"]
+
+
+def test_predict_reads_the_manifest_from_standard_input(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(EXAMPLE.read_text()))
+    status, out, err = run(capsys, "predict", "-f", "-", "--format", "json")
+    from_stdin = json.loads(out)
+    status_file, out, _ = run(capsys, "predict", "-f", EXAMPLE, "--format", "json")
+    from_file = json.loads(out)
+    assert status == status_file == 0 and err == ""
+    assert from_stdin["rayjob"] == from_file["rayjob"] and from_stdin["what_if"] == from_file["what_if"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("kind: ConfigMap\n"))
+    status, _, err = run(capsys, "predict", "-f", "-")
+    assert status == 2 and err == "rayjob-advisor: error: <stdin>: expected exactly one RayJob document, found 0\n"
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_a_closed_output_pipe_stops_predict_quietly(output):
+    """``predict ... | head -1``: the reader has gone before the output is written; no traceback, no error line."""
+    command = [sys.executable, "-m", "rayjob_advisor.cli", "predict", "-f", str(EXAMPLE), "--format", output]
+    done = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert done.stdout is not None
+    done.stdout.close()  # long before the child, still importing, writes
+    _, errors = done.communicate(timeout=120)
+    assert errors == "" and done.returncode == 128 + signal.SIGPIPE
+
+
+WARNING_PREDICT = """
+import sys
+import numpy as np
+from rayjob_advisor import application
+from rayjob_advisor.cli import verbs
+
+forecast = application.forecast
+
+def warning_forecast(*args, **kwargs):
+    np.float64(1.0) / np.float64(0.0)  # NumPy's divide-by-zero RuntimeWarning, as a fit of few runs may give
+    return forecast(*args, **kwargs)
+
+application.forecast = warning_forecast
+sys.exit(verbs.main(sys.argv[1:]))
+"""
+
+
+def test_no_library_warning_reaches_the_users_terminal():
+    command = [sys.executable, "-c", WARNING_PREDICT, "predict", "-f", str(EXAMPLE)]
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment, check=False)
+    assert done.returncode == 0 and "predicted runtime: " in done.stdout
+    assert done.stderr == "", done.stderr
+    shown = subprocess.run(  # asked for (python -W), they show
+        [sys.executable, "-W", "default", *command[1:]], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "RuntimeWarning: divide by zero" in shown.stderr

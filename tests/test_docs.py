@@ -338,7 +338,7 @@ def check(command: Command) -> None:
             assert (REPO / words[1]).exists()
         elif words[0].endswith("python") and "-m" in words and words[words.index("-m") + 1].startswith("benchmarks"):
             check_benchmark(words)
-        elif words[0] == ".venv/bin/python" and words[1] == "hack/gen-reference.py":
+        elif words[0] == ".venv/bin/python" and words[1] in {"hack/gen-reference.py", "hack/vendor-kuberay.py"}:
             assert (REPO / words[1]).exists()
         elif words[0] == ".venv/bin/mkdocs":
             assert words[1] == "serve" and (REPO / "mkdocs.yml").exists()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import csv
 import json
 import math
 import shutil
@@ -11,6 +10,7 @@ import string
 import subprocess
 import sys
 import tomllib
+import zlib
 
 import pytest
 import yaml
@@ -21,7 +21,8 @@ from rayjob_advisor.advice import features
 from rayjob_advisor.cli.verbs import main
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 from rayjob_advisor_testkit.advisor import running_advisor
-from rayjob_advisor_testkit.paths import POLLUX, REPO
+from rayjob_advisor_testkit.paths import POLLUX, REPO, SHARED_VARIABLE
+from rayjob_advisor_testkit.profiles import shipped_runs
 from rayjob_advisor_testkit.rayjobs import assert_valid_rayjob
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -37,17 +38,37 @@ def test_examples_are_valid_rayjobs_with_features(path):
     assert job.dataset_size and job.workers >= 1
 
 
-def test_pollux_conversion_follows_the_documented_rules():
-    observations = pollux.pollux_observations(POLLUX, "bert")
-    with (POLLUX / "bert" / "placements.csv").open() as stream:
-        rows = list(csv.DictReader(stream))
-    assert len(observations) == len(rows) == 540
-    for row, run in zip(rows, observations, strict=True):
-        workers = sum(int(d) for d in row["placement"])
-        assert (run.workers, run.nodes, run.gpus_per_worker) == (workers, len(row["placement"]), 1)
-        assert run.batch_size == int(row["local_bsz"]) * workers
-        steps = math.ceil(run.dataset_size / run.batch_size)
-        assert run.execution_seconds == pytest.approx(steps * float(row["step_time"]))
+PLACEMENTS = """placement,local_bsz,step_time,sync_time
+1,8,0.5,0.0
+22,16,0.75,0.25
+1111,32,1.25,0.5
+4444,64,2.5,1.0
+"""
+
+
+def test_pollux_conversion_follows_the_documented_rules(tmp_path):
+    (tmp_path / "bert").mkdir()
+    (tmp_path / "bert" / "placements.csv").write_text(PLACEMENTS)
+    observations = pollux.pollux_observations(tmp_path, "bert")
+    expected = [(1, 1, 8, 0.5), (4, 2, 64, 0.75), (4, 4, 128, 1.25), (16, 4, 1024, 2.5)]
+    assert [(run.workers, run.nodes, run.batch_size) for run in observations] == [e[:3] for e in expected]
+    for run, (*_, step) in zip(observations, expected, strict=True):
+        assert run.gpus_per_worker == 1 and run.accelerator == "t4" and run.epochs == 1
+        assert run.execution_seconds == pytest.approx(math.ceil(run.dataset_size / run.batch_size) * step)
+        assert run.dataset_size in {int(pollux.TRAINING_SET_SIZES["bert"] * f) for f in pollux.SIZE_FRACTIONS}
+
+
+def test_the_shipped_pollux_profile_follows_the_conversion_rules_row_by_row():
+    """Each shipped run names its placement and per-GPU batch (``source``); its workers, nodes, batch, size follow."""
+    observations = shipped_runs("pollux-bert")
+    assert len(observations) == 540
+    for run in observations:
+        model, placement, local_batch = (run.source or "").removeprefix("pollux:").split(":")
+        workers = sum(int(d) for d in placement)
+        assert (model, run.workers, run.nodes, run.gpus_per_worker) == ("bert", workers, len(placement), 1)
+        assert run.batch_size == int(local_batch) * workers
+        fraction = pollux.SIZE_FRACTIONS[zlib.crc32(f"{placement}:{local_batch}".encode()) % 4]
+        assert run.dataset_size == int(pollux.TRAINING_SET_SIZES["bert"] * fraction)
     fractions = {run.dataset_size / pollux.TRAINING_SET_SIZES["bert"] for run in observations}
     assert len(fractions) == 4 and max(fractions) == pytest.approx(1.0)
 
@@ -126,13 +147,10 @@ def test_enforce_rewrites_the_example_worker_count_and_keeps_its_runtime_env():
     assert contract.ORIGINAL_REPLICAS in stored["metadata"]["annotations"]
 
 
-def test_the_shipped_pollux_profiles_are_the_conversion_with_provenance(tmp_path):
-    written = pollux.write_shipped(POLLUX, tmp_path)
-    assert [path.name for path in written] == [f"pollux-{model}.csv" for model in pollux.MODELS]
-    for path in written:
-        shipped = SHIPPED_DATA / path.name
-        assert shipped.read_bytes() == path.read_bytes(), "regenerate: python -m benchmarks.pollux --shipped"
-        header = [line for line in shipped.read_text().splitlines() if line.startswith("#")]
+def test_the_shipped_pollux_profiles_name_their_source_and_licence():
+    for model in pollux.MODELS:
+        header = [line for line in (SHIPPED_DATA / f"pollux-{model}.csv").read_text().splitlines() if line[:1] == "#"]
+        assert header == [f"# {line}" for line in pollux.provenance(model)]
         assert any(pollux.SOURCE_COMMIT in line and "placements.csv" in line for line in header)
         assert any("Apache-2.0" in line and "Copyright 2020 Petuum, Inc." in line for line in header)
     notice = (SHIPPED_DATA / "NOTICE").read_text()
@@ -140,11 +158,22 @@ def test_the_shipped_pollux_profiles_are_the_conversion_with_provenance(tmp_path
     assert "Apache License" in (SHIPPED_DATA / "LICENSE-pollux").read_text()
 
 
+@pytest.mark.skipif(
+    not (POLLUX / "bert" / "placements.csv").exists(),
+    reason=f"the Pollux traces are not in the repository (optional: ${SHARED_VARIABLE}/datasets/pollux)",
+)
+def test_the_shipped_pollux_profiles_are_the_conversion_of_the_traces(tmp_path):
+    written = pollux.write_shipped(POLLUX, tmp_path)
+    assert [path.name for path in written] == [f"pollux-{model}.csv" for model in pollux.MODELS]
+    for path in written:
+        assert (SHIPPED_DATA / path.name).read_bytes() == path.read_bytes(), "python -m benchmarks.pollux --shipped"
+
+
 def measured_seconds(model: str, placement: str, local_batch: int, samples: int) -> float:
-    """An epoch of ``samples`` at a Pollux placement and per-GPU batch, from the measured step time."""
-    with (POLLUX / model / "placements.csv").open() as stream:
-        rows = [r for r in csv.DictReader(stream) if (r["placement"], int(r["local_bsz"])) == (placement, local_batch)]
-    (step,) = [float(r["step_time"]) for r in rows]
+    """An epoch of ``samples`` at a Pollux placement and per-GPU batch, from the measured step time (which the
+    shipped run of that configuration keeps: its execution time over its steps)."""
+    (run,) = [r for r in shipped_runs(f"pollux-{model}") if r.source == f"pollux:{model}:{placement}:{local_batch}"]
+    step = run.execution_seconds / math.ceil(run.dataset_size / run.batch_size)
     return math.ceil(samples / (local_batch * sum(int(d) for d in placement))) * step
 
 

@@ -1,4 +1,5 @@
-"""The models on real multi-GPU measurements (Pollux, T4, 1-16 GPUs over 1-4 nodes): placement, anchoring, bounds."""
+"""The models on real multi-GPU measurements (the shipped Pollux profiles: T4, 1-16 GPUs over 1-4 nodes): placement,
+anchoring, bounds."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from rayjob_advisor.models import design, evaluation, splits
 from rayjob_advisor.models.predictor import Point
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
-from rayjob_advisor_testkit.paths import POLLUX
-from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.profiles import shipped_runs, synthetic_observations
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Job:
 
 @pytest.fixture(scope="module")
 def bert() -> list[Observation]:
-    return pollux.pollux_observations(POLLUX, "bert")
+    return shipped_runs("pollux-bert")
 
 
 def per_sample(runs: list[Observation], seconds: np.ndarray) -> float:
@@ -98,7 +98,7 @@ def test_the_bound_covers_the_communication_bound_runs_of_a_node_count():
     of a step synchronising and spread wider; the 0.9 bound gives them a wider margin than the larger batches of
     the same node count, and covers >= 0.75 of them (the node count's residuals alone covered 0.68; issue 9's 0.85
     was met by one run with a band minimum chosen on these very runs, which issue 18 forbids)."""
-    runs = evaluation.Runs.from_observations(pollux.pollux_observations(POLLUX, "cifar10"))
+    runs = evaluation.Runs.from_observations(shipped_runs("pollux-cifar10"))
     defined, _ = splits.split_folds(runs.variables())
     [(train, test)] = defined["interpolate-size"]
     predictor = evaluation.fit_predictor("sync-sgd", runs.subset(train))

@@ -298,3 +298,15 @@ def test_what_if_predicts_from_the_runs_of_the_jobs_accelerator(live, tmp_path, 
     median = {name: RuntimeModel().fit(measured).predict([job])[0] for name, measured in on.items()}
     assert median["v100"] > 2 * median["a100"]
     assert f": {ann.format_duration(median['v100'])} (median)" in as_it_is, as_it_is
+
+
+def test_what_if_and_describe_say_the_operator_leaves_a_mode_off_job_alone(live, tmp_path, capsys):
+    live.api.create(profiled_rayjob("quiet", **{ann.MODE: "off"}))
+    config = tmp_path / "config"
+    config.write_text(json.dumps(kubeconfig(live.api.url)))
+    assert plugin(["what-if", "quiet", "--kubeconfig", str(config)]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1] == f"the operator leaves this RayJob alone: its mode is off ({ann.MODE})" and said[-2] == ""
+    assert plugin(["describe", "quiet", "--kubeconfig", str(config)]) == 0
+    prediction = fields(capsys.readouterr().out)["Prediction"]
+    assert prediction.startswith("<none> (not predicted: see Error, or the advisor leaves the job alone: its mode is")

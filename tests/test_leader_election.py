@@ -47,14 +47,16 @@ def prediction_writes(api: AdvisorEmulator, name: str) -> int:
 
 def test_one_of_two_controllers_writes_and_the_other_takes_over_when_it_leaves(api):
     leader: AbstractContextManager[RunningAdvisor] | None = controller(api)
-    leader.__enter__()
+    leading = leader.__enter__()
     try:
         with controller(api, standby=True) as follower:
+            api.create_namespace("team-a")
             api.create(rayjob("first"))
             wait_for_note(api, "first", ann.PREDICTION)
             time.sleep(1)  # room for a duplicate write, if the follower wrongly handled the job too
             assert prediction_writes(api, "first") == 1
-            assert follower.memo.metrics is not None and not follower.memo.namespace_labels  # paused: saw nothing
+            api.wait_until(lambda: "team-a" in leading.memo.namespace_labels, 30)
+            assert follower.memo.metrics is not None and "team-a" not in follower.memo.namespace_labels  # paused
             leader.__exit__(None, None, None)
             leader = None  # gone: its last keep-alive left the peering
             left = time.monotonic()

@@ -14,15 +14,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rayjob_advisor import __version__, application
 from rayjob_advisor import contract as ann
 from rayjob_advisor.kube import kubeapi
+from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.profiles import history
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
@@ -471,3 +474,19 @@ def test_many_learned_runs_keep_the_profile_and_kopfs_diff_base_small_and_reload
         written = api.wait_until(diffbase, 30)
     assert "rayjob:u-" not in written and '"status"' not in written
     assert len(written) < 16 * 1024 and len(json.dumps(profile)) < 512 * 1024
+
+
+def test_no_library_warning_reaches_the_operators_log(api, monkeypatch):
+    fit = RuntimeModel.fit
+
+    def warning_fit(self: RuntimeModel, *args: object, **kwargs: object) -> RuntimeModel:
+        np.float64(1.0) / np.float64(0.0)  # NumPy's divide-by-zero RuntimeWarning, as a fit of few runs may give
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(RuntimeModel, "fit", warning_fit)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")  # what the log would show
+        with operator(api):
+            api.create(rayjob("train"))
+            wait_for_note(api, "train", ann.PREDICTION)  # after a fit in the refit thread
+    assert not [w for w in shown if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in shown]

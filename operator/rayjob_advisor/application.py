@@ -18,6 +18,11 @@ one configuration (``Policy``).
 annotation and a warning (it never raises for it). ``learn``: when a job has
 finished, what its run teaches (the observation to append, the error of our
 prediction, its deadline outcome).
+
+``in_scope``: whether the operator handles a RayJob at all. It advises only
+the jobs that ask (``left_alone``, docs/scope.md), as Kueue manages only the
+jobs that name a queue; every other RayJob gets nothing from it: no
+annotation, no Event, no run learned.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class Policy(pydantic.BaseModel):
     hooks: frozenset[str] = frozenset()  # configured hooks (see ``hooks``); namespace labels may change them
     progress: Progress | None = None  # where reports go (the ``progress`` hook); None: reporting is off
     max_extrapolation: float = RELIABLE_EXTRAPOLATION  # enforce resizes up to this many x the most profiled workers
+    advise_all_jobs: bool = False  # advise every RayJob, not only those that ask (``left_alone``)
 
 
 class Message(pydantic.BaseModel):
@@ -85,6 +91,7 @@ class Forecast(pydantic.BaseModel):
     messages: tuple[Message, ...] = ()
     resized: bool = False
     walltime: float  # expected start-up + upper bound of the job as advised (resized or not), seconds
+    left_alone: str | None = None  # why the operator writes no advice on it (then ``patch`` is at most a release)
 
     def what_if(self, replicas: Sequence[int] = (), gpus: Sequence[float] = ()) -> list[planner.Option]:
         """The job's runtimes and costs at every size the planner considers, or at those asked."""
@@ -110,6 +117,28 @@ class Advice(pydantic.BaseModel):
         return [f"rayjob-advisor: {message.text}" for message in self.messages]
 
 
+def left_alone(rayjob: RayJob, policy: Policy) -> str | None:
+    """Why the operator writes no advice on a RayJob — it does not ask for it, or its mode is ``off`` — or None when
+    it advises it. Inputs it cannot parse ask: their error is reported on the job."""
+    if not (
+        policy.advise_all_jobs or contract.asks_for_advice(rayjob.annotations, rayjob.labels, policy.namespace_labels)
+    ):
+        return (
+            f"it does not ask for advice (docs/scope.md): annotate it (e.g. {contract.WORKLOAD}), or label its "
+            f"namespace {contract.MODE}=recommend"
+        )
+    try:
+        off = job_inputs(rayjob, policy).mode == "off"
+    except AnnotationError:
+        return None
+    return f"its mode is off ({contract.MODE})" if off else None
+
+
+def in_scope(rayjob: RayJob, policy: Policy) -> bool:
+    """Whether the operator handles a RayJob at all: one it advises, or one held for it (always released)."""
+    return rayjob.hold is not None or left_alone(rayjob, policy) is None
+
+
 def job_inputs(rayjob: RayJob, policy: Policy) -> contract.AdvisorInputs:
     """A RayJob's parsed advisor inputs, the configured default workload filling in a missing one."""
     inputs = contract.parse_inputs(rayjob.annotations, rayjob.labels, policy.namespace_labels)
@@ -119,18 +148,19 @@ def job_inputs(rayjob: RayJob, policy: Policy) -> contract.AdvisorInputs:
 def advise(
     body: Mapping[str, Any], profiles: ProfileSource, *, policy: Policy, may_resize: bool, now: dt.datetime
 ) -> Advice:
-    """The advisor's changes to one RayJob that has not started (``forecast``; a release only in mode ``off``).
+    """The advisor's changes to one RayJob that has not started (``forecast``; a release only, of a job it leaves
+    alone).
 
     Bad input becomes the ``error`` annotation and a warning. Raises
     ``ProfileNotReady`` while the profile's first fit is still running (a
     held job stays held until it is done).
     """
     rayjob = RayJob(body)
+    if left_alone(rayjob, policy) is not None:
+        return Advice(patch=rayjob.release() if may_resize else {})
     inputs = None
     try:
         inputs = job_inputs(rayjob, policy).within_reach(now)
-        if inputs.mode == "off":
-            return Advice(patch=rayjob.release() if may_resize else {})
         seen = forecast(body, profiles, policy=policy, may_resize=may_resize, now=now)
     except UserError as exc:
         release = rayjob.release() if may_resize else {}
@@ -142,7 +172,8 @@ def advise(
 def forecast(
     body: Mapping[str, Any], profiles: ProfileSource, *, policy: Policy, may_resize: bool, now: dt.datetime
 ) -> Forecast:
-    """What the advisor makes of one RayJob that has not started, and writes on it (nothing in mode ``off``).
+    """What the advisor makes of one RayJob that has not started, and writes on it (nothing, but the release of a
+    held job, on a job the operator leaves alone: ``left_alone`` says why).
 
     ``may_resize``: KubeRay has not built the cluster yet (admission of a
     CREATE, or a job held for us), so ``enforce`` may resize the scaled group,
@@ -168,8 +199,9 @@ def forecast(
         startup=startup, prediction=result, plan=plan, patch={}, walltime=startup + result.upper,
     )  # fmt: skip
     release = rayjob.release() if may_resize else {}
-    if inputs.mode == "off":
-        return seen.model_copy(update={"patch": release})
+    alone = left_alone(rayjob, policy)
+    if alone is not None:
+        return seen.model_copy(update={"patch": release, "plan": None, "left_alone": alone})
     other = fitted.choice.warning(fitted.label)
     heads_up = (Message(reason=reasons.OTHER_ACCELERATOR, text=other, warning=True),) if other else ()
     planned = _planned(seen, rayjob, may_resize=may_resize, now=now, reach=policy.max_extrapolation)

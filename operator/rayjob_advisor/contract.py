@@ -123,6 +123,7 @@ _INPUT_FIELDS = {
 }
 _FIELD_KEYS = {field: key for key, field in _INPUT_FIELDS.items()}
 INPUT_KEYS: tuple[str, ...] = tuple(_INPUT_FIELDS)
+_ASKING = frozenset({*INPUT_KEYS, RELEASE})  # the annotations that ask for the advisor
 
 
 class Deadline(pydantic.BaseModel):
@@ -351,6 +352,14 @@ def parse_inputs(
         raise AnnotationError("; ".join(messages)) from None
 
 
+def asks_for_advice(
+    annotations: Mapping[str, str] | None, labels: Mapping[str, str] | None, namespace_labels: Mapping[str, str] | None
+) -> bool:
+    """Whether a RayJob asks for the advisor (docs/scope.md): an input annotation of ours (or ``release``) on it,
+    the ``workload`` label, or the ``mode`` label on its namespace. Kueue's rule, a queue-name label, in our words."""
+    return bool(_ASKING & set(annotations or {})) or WORKLOAD in (labels or {}) or MODE in (namespace_labels or {})
+
+
 def validation_problems(exc: pydantic.ValidationError, whole: str, limit: int | None = None) -> str:
     """pydantic's errors in one line, each after the field it is about (``whole``: the object itself), at most
     ``limit`` of them: what a client of an HTTP body or a setting reads (annotations: ``parse_inputs``)."""
@@ -394,7 +403,13 @@ _NAMESPACE = "namespace label"
 
 KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
     "Set by users on a RayJob": (
-        KeyDoc(WORKLOAD, _RAYJOB + " or label", "the workload class: selects the RuntimeProfile", "digits-cnn"),
+        KeyDoc(
+            WORKLOAD,
+            _RAYJOB + " or label",
+            "the workload class: selects the RuntimeProfile. Any of these annotations (or this label) asks for the "
+            "advisor: other RayJobs are left alone (docs/scope.md)",
+            "digits-cnn",
+        ),
         KeyDoc(DATASET_SIZE, _RAYJOB, "samples in the training set; required to predict", '"64000"'),
         KeyDoc(EPOCHS, _RAYJOB, "passes over the dataset", '"5"'),
         KeyDoc(BATCH_SIZE, _RAYJOB, "global batch size (all Ray Train workers together)", '"256"'),
@@ -430,7 +445,8 @@ KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
             MODE,
             _RAYJOB + "; also a " + _NAMESPACE,
             "`off` (leave the job alone), `recommend` (default: annotate only) or `enforce` (also resize at "
-            "admission); the job's annotation wins over its namespace's label",
+            "admission); the job's annotation wins over its namespace's label, which also asks for the advisor "
+            "for every RayJob of the namespace (docs/scope.md)",
             "enforce",
         ),
         KeyDoc(CONFIDENCE, _RAYJOB, "the probability the upper bound holds, between 0 and 1 (default 0.9)", '"0.9"'),
@@ -496,7 +512,7 @@ KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
             _RAYJOB,
             "compact JSON: model, profile, median (`p50`), upper bound and its confidence, the features used, "
             "what was assumed, when",
-            '{"confidence":0.9,"model":"augmented-ridge","p50":16.4,"profile":"shipped/digits-cnn",...}',
+            '{"confidence":0.9,"model":"sync-sgd 0.72 + dataparallel 0.28","p50":16.4,"profile":"shipped/digits-cnn",...}',
         ),
         KeyDoc(
             RECOMMENDATION,

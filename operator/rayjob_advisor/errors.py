@@ -7,12 +7,23 @@ into the ``error`` annotation and a warning, the CLI and the kubectl plugin
 into one ``error:`` line. ``RetryableError``: a condition that passes on
 its own (a fit under way, a write that lost a race): try again shortly.
 Anything else is a bug of ours, reported as one (and still never blocks a
-RayJob).
+RayJob). A library's warning is no message a user can act on: each face
+hides them (``hide_library_warnings``).
 """
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Sequence
+
+
+def hide_library_warnings() -> None:
+    """Keep Python warnings (NumPy's divide-by-zero, scikit-learn's, deprecations) off users' terminals and the
+    operator's log: the CLIs call this first, the operator at start-up. The models handle the values that warn;
+    ``python -W`` or ``PYTHONWARNINGS`` still show them."""
+    if not sys.warnoptions:
+        warnings.simplefilter("ignore")
 
 
 class AdvisorError(Exception):

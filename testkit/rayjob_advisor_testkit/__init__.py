@@ -1,6 +1,6 @@
 """rayjob-advisor's test kit, shared by the tests, the benchmarks and hack/try-operator.py.
 
-- ``paths``: where the repository and the shared data (KubeRay CRDs and samples, Pollux) are;
+- ``paths``: where the repository, the vendored KubeRay CRDs and samples, and the optional datasets are;
 - ``schemas``: CRD schemas as the API server applies them (defaulting, validation);
 - ``emulator``: a strict Kubernetes API server on kmock, and a runner for any kopf operator against it
   (a package, one module per concern);

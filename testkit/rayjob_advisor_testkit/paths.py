@@ -1,8 +1,11 @@
-"""Where the repository and the shared data are: the kit is installed editable from a checkout, next to ../shared.
+"""Where the repository, the vendored KubeRay files and the optional datasets are (the kit reads its checkout).
 
-``../shared`` (or ``$RAYJOB_ADVISOR_SHARED``) holds what the tests, benchmarks and hack scripts read but the
-repository does not ship: the KubeRay CRDs and samples every RayJob is validated against, and the measured
-datasets (Pollux, Sia). Without it they stop with one line that says so (``require_shared``), not a traceback.
+KubeRay's CRDs, which every RayJob is validated against, and its sample RayJobs are vendored in
+``testkit/kuberay`` (Apache-2.0; its SOURCE.md gives the version, ``hack/vendor-kuberay.py`` refreshes them):
+a fresh clone tests itself. The raw measured datasets some benchmarks read (the Pollux step-time traces, the
+Sia ones) are not in the repository: they are looked for under ``$RAYJOB_ADVISOR_SHARED/datasets``
+(default: ``../shared`` next to the checkout), an optional extra source; a benchmark without its data stops
+with one line that says where the data comes from (``require_data``).
 """
 
 from __future__ import annotations
@@ -11,29 +14,27 @@ import os
 import pathlib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED_VARIABLE = "RAYJOB_ADVISOR_SHARED"
-SHARED = pathlib.Path(os.environ.get(SHARED_VARIABLE) or REPO.parent / "shared")
-KUBERAY_CRDS = SHARED / "kuberay" / "crds"
-SAMPLES = SHARED / "kuberay" / "samples"
-POLLUX = SHARED / "datasets" / "pollux"
-SIA = SHARED / "datasets" / "sia"
+KUBERAY = REPO / "testkit" / "kuberay"
+KUBERAY_CRDS = KUBERAY / "crds"
+SAMPLES = KUBERAY / "samples"
 CRDS = REPO / "crds"
 CHART = REPO / "charts" / "rayjob-advisor"
+SHARED_VARIABLE = "RAYJOB_ADVISOR_SHARED"
+SHARED = pathlib.Path(os.environ.get(SHARED_VARIABLE) or REPO.parent / "shared")
+POLLUX = SHARED / "datasets" / "pollux"
 
 if not CRDS.is_dir():
     raise ImportError(f"the test kit reads the checkout it lives in, and {REPO} is none: pip install -e ./testkit")
 
 
-class SharedDataMissing(SystemExit):
-    """``../shared`` is not there: a SystemExit, so that a script stops with this one line and no traceback."""
+class DataMissing(SystemExit):
+    """A dataset is not there: a SystemExit, so that a script stops with this one line and no traceback."""
 
 
-def require_shared(*needed: pathlib.Path) -> None:
-    """Stop with one line naming what is missing when ``needed`` (default: all of ``../shared`` we read) is."""
-    missing = [path for path in needed or (KUBERAY_CRDS, SAMPLES, POLLUX) if not path.exists()]
-    if missing:
-        raise SharedDataMissing(
-            f"rayjob-advisor: {missing[0]} is missing: the tests, benchmarks and hack scripts read ../shared "
-            f"(KubeRay CRDs and samples, datasets; docs/development.md, 'The shared data') next to the checkout, "
-            f"or where ${SHARED_VARIABLE} points"
+def require_data(path: pathlib.Path, origin: str) -> None:
+    """Stop with one line naming ``path`` and where its data comes from (``origin``) when it is missing."""
+    if not path.exists():
+        raise DataMissing(
+            f"rayjob-advisor: {path} is missing: {origin}; put it under ${SHARED_VARIABLE}/datasets "
+            f"(default ../shared/datasets next to the checkout) or give its folder"
         )

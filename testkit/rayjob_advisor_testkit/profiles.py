@@ -1,4 +1,4 @@
-"""Synthetic runs of a known data-parallel runtime law, and a small RuntimeProfile of them."""
+"""Synthetic runs of a known data-parallel runtime law, a small RuntimeProfile of them, and the shipped runs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from rayjob_advisor import contract as ann
-from rayjob_advisor.observations import Observation
+from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.codec import runtime_profile_manifest
+from rayjob_advisor.profiles.shipped import shipped_data
 from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -61,6 +62,12 @@ def synthetic_observations(
                             )
                         )
     return runs
+
+
+def shipped_runs(workload: str) -> list[Observation]:
+    """The runs of a shipped profile (``pollux-bert``: the Pollux traces of bert, as ``benchmarks.pollux`` converts
+    them), in the order the file lists them."""
+    return read_observations(shipped_data(workload))[0]
 
 
 def small_profile_runs() -> list[Observation]:

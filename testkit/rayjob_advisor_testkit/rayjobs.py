@@ -1,4 +1,4 @@
-"""RayJob builders and checks against the real KubeRay CRD (../shared/kuberay), and the KubeRay samples."""
+"""RayJob builders and checks against the real KubeRay CRD, and the KubeRay samples (both vendored: testkit/kuberay)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import Any
 import yaml
 
 from rayjob_advisor_testkit import schemas
-from rayjob_advisor_testkit.paths import KUBERAY_CRDS, SAMPLES, require_shared
+from rayjob_advisor_testkit.paths import KUBERAY_CRDS, SAMPLES
 
-require_shared(KUBERAY_CRDS)  # one line, not a traceback, where ../shared is missing
 RAYJOB_SCHEMA = schemas.crd_schema(KUBERAY_CRDS / "ray.io_rayjobs.yaml", "v1")
 rayjob_violations = schemas.schema_checker(RAYJOB_SCHEMA)
 """Every schema violation of a RayJob (after defaulting) against the real KubeRay CRD, as "path: message"."""
@@ -24,7 +23,6 @@ def assert_valid_rayjob(rayjob: dict[str, Any]) -> None:
 
 def sample_rayjobs() -> list[tuple[str, dict[str, Any]]]:
     """Every RayJob document of the KubeRay samples, by file name."""
-    require_shared(SAMPLES)
     found = []
     for path in sorted(SAMPLES.rglob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):

@@ -20,8 +20,13 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The advisor's image: by digest when image.digest is set, else by tag (default: the chart's appVersion). */}}
 {{- define "rayjob-advisor.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
 {{- end -}}
 
 {{/* The pod security every container of the chart runs with. */}}
@@ -56,6 +61,7 @@ securityContext:
 
 {{- define "rayjob-advisor.env" -}}
 - {name: RAYJOB_ADVISOR_LOG_FORMAT, value: {{ .Values.logFormat | quote }}}
+- {name: RAYJOB_ADVISOR_ADVISE_ALL_JOBS, value: {{ .Values.adviseAllJobs | default false | quote }}}
 - {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
 - {name: RAYJOB_ADVISOR_CPU_HOUR_PRICE, value: {{ .Values.prices.cpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_GPU_HOUR_PRICE, value: {{ .Values.prices.gpuHour | quote }}}

@@ -24,11 +24,11 @@ import kubernetes
 import pydantic
 import urllib3
 
-from rayjob_advisor import application, contract
+from rayjob_advisor import __version__, application, contract
 from rayjob_advisor.advice import planner, prediction
 from rayjob_advisor.cli.tables import assumptions_summary, model_summary, runtime_summary, what_if_table
-from rayjob_advisor.cli.verbs import integers, settings
-from rayjob_advisor.errors import UsageError, UserError
+from rayjob_advisor.cli.verbs import closed_pipe, integers, settings
+from rayjob_advisor.errors import UsageError, UserError, hide_library_warnings
 from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.kube.config import advice_config
 from rayjob_advisor.kuberay.rayjob import RayJob
@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _connection_flags(parser, defaults=True)
     verbs = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser)
     describe = verbs.add_parser("describe", help="the advisor's view of a RayJob (all of them without NAME), in words")
@@ -211,7 +212,8 @@ def describe(body: Mapping[str, Any], now: dt.datetime) -> str:
 
 def _prediction_lines(raw: str | None) -> list[tuple[str, str]]:
     if not raw:
-        return [("Prediction", "<none> (not predicted: see Error, or the job's mode is off)")]
+        why = "see Error, or the advisor leaves the job alone: its mode is off, or it does not ask (docs/scope.md)"
+        return [("Prediction", f"<none> (not predicted: {why})")]
     try:
         result = prediction.Prediction.model_validate_json(raw)
     except pydantic.ValidationError:
@@ -319,6 +321,7 @@ def what_if_rayjob(cluster: Cluster, args: argparse.Namespace) -> str:
         "",
         f"what if ({f'group {group.name!r}' if group else 'head pod'}):",
         *what_if_table(seen.what_if(args.replicas, args.gpus)),
+        *([f"\nthe operator leaves this RayJob alone: {seen.left_alone}"] if seen.left_alone else []),
     ])  # fmt: skip
 
 
@@ -358,10 +361,14 @@ def _server_error(exc: kubernetes.client.ApiException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    hide_library_warnings()
     args = _parser().parse_args(argv)
     handler: Callable[[Cluster, argparse.Namespace], str] = args.handler
     try:
         print(handler(connect(args), args))
+        sys.stdout.flush()  # here, where a reader that has gone is caught
+    except BrokenPipeError:
+        return closed_pipe()
     except _NoResources as exc:
         print(exc, file=sys.stderr)
     except kubernetes.client.ApiException as exc:

@@ -8,8 +8,10 @@ shows the value quoted, as the user wrote it (the YAML node's own text).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
+import sys
 from typing import Any
 
 import yaml
@@ -21,10 +23,13 @@ _YAML_TYPES = {"bool": "a boolean", "int": "an integer", "float": "a number", "t
 
 
 def read_rayjob(path: pathlib.Path) -> dict[str, Any]:
-    """The one RayJob of a (possibly multi-document) manifest file, its metadata as the API server decodes it
-    (``metadata`` a map, ``annotations`` and ``labels`` maps of strings)."""
+    """The one RayJob of a (possibly multi-document) manifest file (``-``: standard input), its metadata as the API
+    server decodes it (``metadata`` a map, ``annotations`` and ``labels`` maps of strings)."""
+    stdin = str(path) == "-"
+    if stdin:
+        path = pathlib.Path("<stdin>")  # how the messages below name it
     try:
-        with path.open(encoding="utf-8") as stream:
+        with contextlib.nullcontext(sys.stdin) if stdin else path.open(encoding="utf-8") as stream:
             nodes = list(yaml.compose_all(stream, Loader=yaml.SafeLoader))
         loader = yaml.SafeLoader("")
         documents = [(node, loader.construct_document(node)) for node in nodes]

@@ -92,6 +92,10 @@ def prediction_table(seen: Forecast, rows: list[planner.Option]) -> str:
         verdict = "meets" if plan.meets_deadline else "MISSES"
         lines.append(f"decision: {plan.size} ({verdict} the deadline) - {plan.reason}")
     lines += ["", f"what if ({where.split(':')[0]}):", *what_if_table(rows)]
+    if seen.left_alone:
+        release = "; it only lets it go on (it is held for the advisor)" if seen.patch else ""
+        lines += ["", f"the operator leaves this RayJob alone: {seen.left_alone}; it writes nothing on it{release}"]
+        return "\n".join(lines)
     metadata = seen.patch.get("metadata") or {}
     for kind in ("annotations", "labels"):
         written = metadata.get(kind) or {}

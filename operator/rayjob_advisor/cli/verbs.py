@@ -13,7 +13,9 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import pathlib
+import signal
 import sys
 import tempfile
 import time
@@ -23,11 +25,11 @@ from typing import Any
 import pydantic
 import yaml
 
-from rayjob_advisor import application, contract
+from rayjob_advisor import __version__, application, contract
 from rayjob_advisor.advice import prediction
 from rayjob_advisor.cli.manifests import read_rayjob
 from rayjob_advisor.cli.tables import accelerator_table, evaluation_table, percent, prediction_table, weights_lines
-from rayjob_advisor.errors import UsageError, UserError
+from rayjob_advisor.errors import UsageError, UserError, hide_library_warnings
 from rayjob_advisor.kube.config import OperatorConfig, advice_config, load_config
 from rayjob_advisor.kuberay.rayjob import RayJob
 from rayjob_advisor.models import evaluation, transfer
@@ -46,17 +48,33 @@ from rayjob_advisor.profiles.store import FittedProfile, ProfileStore
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    hide_library_warnings()
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        status = int(args.handler(args) or 0)
+        sys.stdout.flush()  # here, where a reader that has gone is caught
+        return status
+    except BrokenPipeError:
+        return closed_pipe()
     except (UserError, OSError) as exc:  # OSError: a file or connection of the user's that does not work
         print(f"rayjob-advisor: error: {exc}", file=sys.stderr)
         return 2
 
 
+def closed_pipe() -> int:
+    """The reader of our output has gone (``| head -1``): stop quietly, with the status of a tool SIGPIPE ends.
+
+    stdout is pointed at /dev/null, so that Python's own flush at exit does not fail again (the recipe of
+    Python's ``signal`` documentation).
+    """
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rayjob-advisor", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def data_options(command: argparse.ArgumentParser) -> None:
@@ -89,7 +107,9 @@ def _parser() -> argparse.ArgumentParser:
         )
 
     predict = commands.add_parser("predict", help="predict a RayJob's runtime, with a what-if table")
-    predict.add_argument("-f", "--filename", required=True, type=pathlib.Path, help="RayJob manifest (YAML)")
+    predict.add_argument(
+        "-f", "--filename", required=True, type=pathlib.Path, help="RayJob manifest (YAML); - reads standard input"
+    )
     data_options(predict)
     predict.add_argument("--confidence", type=float, help="upper-bound confidence (default: the RayJob's, else 0.9)")
     predict.add_argument(
@@ -145,6 +165,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--log-format", choices=("text", "json"))
     run.add_argument("--liveness-port", type=int, help="port of /healthz (0: none; default 8080)")
+    run.add_argument(
+        "--advise-all-jobs",
+        action="store_true",
+        default=None,
+        help="advise every RayJob, not only those that ask for it (docs/scope.md)",
+    )
     run.add_argument("--default-workload", help="profile for RayJobs that name no workload")
     run.add_argument("--kube-api", help="API server URL, e.g. of kubectl proxy (default: in-cluster or kubeconfig)")
     run.add_argument("--webhook-port", type=int, help="webhook role: HTTPS port (default 8443)")
@@ -390,6 +416,7 @@ def _predict(args: argparse.Namespace) -> None:
     if seen.plan is not None:
         document["recommendation"] = json.loads(seen.plan.annotation())
     document |= {"annotations": written.get("annotations") or {}, "labels": written.get("labels") or {}}
+    document["left_alone"] = seen.left_alone
     table = prediction_table(seen, rows)
     if args.accelerators:
         observations = (

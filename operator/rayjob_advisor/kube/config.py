@@ -22,8 +22,8 @@ from rayjob_advisor.models.runtime import RELIABLE_EXTRAPOLATION
 
 ENV_PREFIX = "RAYJOB_ADVISOR_"
 ADVICE_SETTINGS = frozenset({
-    "default_workload", "cpu_hour_price", "gpu_hour_price", "accelerator_gpu_hour_prices", "hooks", "progress_url",
-    "progress_audience", "tls_ca_file", "enforce_max_extrapolation",
+    "advise_all_jobs", "default_workload", "cpu_hour_price", "gpu_hour_price", "accelerator_gpu_hour_prices", "hooks",
+    "progress_url", "progress_audience", "tls_ca_file", "enforce_max_extrapolation",
 })  # fmt: skip
 """The settings a forecast depends on (``OperatorConfig.policy``); the rest are the running operator's own."""
 logger = logging.getLogger(__name__)
@@ -55,6 +55,11 @@ class OperatorConfig(pydantic.BaseModel):
     )
     log_format: Literal["text", "json"] = "text"
     liveness_port: int = pydantic.Field(default=8080, ge=0, le=65535, description="0 disables /healthz")
+    advise_all_jobs: bool = pydantic.Field(
+        default=False,
+        description="advise every RayJob of the watched namespaces; unset: only those that ask for it (an annotation "
+        "of ours or the workload label on the job, or the mode label on its namespace: docs/scope.md)",
+    )
     default_workload: str | None = pydantic.Field(
         default=None, description="profile for RayJobs that name no workload; unset: they get an error"
     )
@@ -159,6 +164,7 @@ class OperatorConfig(pydantic.BaseModel):
     def policy(self, namespace_labels: Mapping[str, str]) -> Policy:
         """What these settings and a namespace's labels decide for every job in it (``application.Policy``)."""
         return Policy(
+            advise_all_jobs=self.advise_all_jobs,
             default_workload=self.default_workload,
             prices=self.prices,
             namespace_labels=namespace_labels,

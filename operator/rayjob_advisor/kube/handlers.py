@@ -62,8 +62,11 @@ def profile_changed(
 # RayJobs: predict before they run; learn when they finish.
 
 
-def _waiting(status: Mapping[str, Any], **_: Any) -> bool:
-    return is_waiting(status)
+# The RayJob handlers act only on the jobs ``wiring.in_scope``: kopf stays blind to those the advisor leaves alone.
+
+
+def _waiting(body: kopf.Body, status: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> bool:
+    return wiring.in_scope(body, memo) and is_waiting(status)
 
 
 @kopf.on.resume(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
@@ -81,12 +84,13 @@ def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wirin
 
 @kopf.on.event(*wiring.RAYJOBS, registry=REGISTRY)
 def rayjob_seen(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Memo, **_: Any) -> None:
-    """Keep the running jobs for the sweep, their ETA gauges following the annotations (refined by progress);
-    a job deleted before it finished: its per-job gauges expire as a finished job's do (no finalizer needed)."""
+    """Keep the running jobs the operator handles for the sweep, their ETA gauges following the annotations (refined
+    by progress); a job deleted before it finished: its per-job gauges expire as a finished job's do (no finalizer
+    needed). A job that stops asking for the advisor leaves the sweep too."""
     key = (RayJob(body).namespace, name, uid)
     if type == "DELETED":
         memo.metrics.jobs.finish(key, None)
-    if type == "DELETED" or not is_running(body.get("status")):
+    if type == "DELETED" or not is_running(body.get("status")) or not wiring.in_scope(body, memo):
         memo.running.pop(key, None)
         return
     memo.running[key] = copy.deepcopy(dict(body))
@@ -95,8 +99,8 @@ def rayjob_seen(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Me
         memo.metrics.eta(key, current)
 
 
-def _running(status: Mapping[str, Any], **_: Any) -> bool:
-    return is_running(status)
+def _running(body: kopf.Body, status: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> bool:
+    return wiring.in_scope(body, memo) and is_running(status)
 
 
 @kopf.on.resume(*wiring.RAYJOBS, when=_running, backoff=RETRY_SECONDS, registry=REGISTRY)
@@ -145,8 +149,12 @@ def _advice(body: kopf.Body, memo: wiring.Memo, *, policy: application.Policy, m
         return application.failed(body, f"could not predict: {type(exc).__name__}: {exc}", may_resize=may_resize)
 
 
-@kopf.on.field(*wiring.RAYJOBS, field=DEPLOYMENT_STATUS_FIELD, when=lambda status, **_: is_finished(status),
-               backoff=RETRY_SECONDS, registry=REGISTRY)  # fmt: skip
+def _finished(body: kopf.Body, status: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> bool:
+    return wiring.in_scope(body, memo) and is_finished(status)
+
+
+@kopf.on.field(*wiring.RAYJOBS, field=DEPLOYMENT_STATUS_FIELD, when=_finished, backoff=RETRY_SECONDS,
+               registry=REGISTRY)  # fmt: skip
 async def finished(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
     """Record the actual runtime and the deadline outcome; append the run to its profile exactly once.
 

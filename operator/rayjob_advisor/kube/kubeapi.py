@@ -98,6 +98,13 @@ def list_profiles(api: kubernetes.client.CustomObjectsApi, namespaces: tuple[str
     return [item for listing in listings for item in _items(listing)]
 
 
+def namespace_labels(api: kubernetes.client.CustomObjectsApi) -> dict[str, dict[str, str]]:
+    """Every namespace's labels, by name."""
+    listing = retried(kubernetes.client.CoreV1Api(api.api_client).list_namespace)
+    found = (item.metadata for item in listing.items)
+    return {meta.name: dict(meta.labels or {}) for meta in found if meta is not None and meta.name}
+
+
 def read_peering(api: kubernetes.client.CustomObjectsApi, name: str, namespaces: tuple[str, ...]) -> dict[str, Any]:
     """kopf's peering object, whose status lists the live peers: kopf keeps the same peers in each watched
     namespace, so the first one's; cluster-wide when all namespaces are watched."""

@@ -118,8 +118,9 @@ def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
 
 
 @kopf.on.mutate(
-    *wiring.RAYJOBS, operations=["CREATE"], id="advise", ignore_failures=True, side_effects=False, registry=REGISTRY
-)
+    *wiring.RAYJOBS, operations=["CREATE"], id="advise", ignore_failures=True, side_effects=False,
+    when=wiring.in_scope, registry=REGISTRY,
+)  # fmt: skip
 def admit(
     body: kopf.Body,
     namespace: str | None,

@@ -28,13 +28,14 @@ from typing import Any
 import kopf
 import kubernetes
 
-from rayjob_advisor import contract
+from rayjob_advisor import application, contract
 from rayjob_advisor.application import Message, Policy
 from rayjob_advisor.background import BackgroundLoop
-from rayjob_advisor.errors import UserError
+from rayjob_advisor.errors import UserError, hide_library_warnings
 from rayjob_advisor.kube import kubeapi, reports, sweep
 from rayjob_advisor.kube.config import OperatorConfig
 from rayjob_advisor.kube.metrics import JobKey, Metrics
+from rayjob_advisor.kuberay.rayjob import RayJob
 from rayjob_advisor.profiles.codec import runs_from_k8s
 from rayjob_advisor.profiles.profile import Profile
 from rayjob_advisor.profiles.refitter import Refitter
@@ -82,6 +83,13 @@ class Memo:
     def policy(self, namespace: str | None) -> Policy:
         """The configuration's decisions for every job in ``namespace`` (its labels may set the mode)."""
         return self.config.policy(self.namespace_labels.get(namespace or "", {}))
+
+
+def in_scope(body: kopf.Body, memo: Memo, **_: Any) -> bool:
+    """The filter of every RayJob handler: the jobs the operator handles (``application.in_scope``). kopf is blind
+    to the others: no handler runs, and it stores nothing on them."""
+    rayjob = RayJob(body)
+    return application.in_scope(rayjob, memo.policy(rayjob.namespace))
 
 
 class InputsAwareDiffBase(kopf.AnnotationsDiffBaseStorage):
@@ -210,8 +218,11 @@ def _login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 def _start(memo: Memo, **_: Any) -> None:
-    """Load every RuntimeProfile before any RayJob is handled (else early jobs find no profile), start fitting."""
+    """Load every namespace's labels and every RuntimeProfile before any RayJob is handled (else early jobs find
+    their namespace's opt-in or their profile missing), start fitting; no library warning reaches the log."""
+    hide_library_warnings()
     memo.api = kubeapi.client(memo.config.kube_api)
+    memo.namespace_labels.update(kubeapi.namespace_labels(memo.api))
     for item in kubeapi.list_profiles(memo.api, memo.config.watched_namespaces):
         _start_with(memo, item)
     if memo.config.metrics_port:
@@ -268,7 +279,7 @@ def _publish_fit(memo: Memo, profile: Profile) -> None:
 
 
 def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo, **_: Any) -> None:
-    """Namespace labels may set the mode of every RayJob in them."""
+    """Namespace labels may opt every RayJob in them in (and set their mode), and turn hooks on or off."""
     if type == "DELETED":
         memo.namespace_labels.pop(name, None)
     else:
