@@ -202,7 +202,7 @@ def print_table(rows: Sequence[Row]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="every dataset and question (the default)")
-    parser.add_argument("--datasets", default=",".join(datasets.DATASETS))
+    parser.add_argument("--datasets", default=",".join(datasets.reachable()), help="default: every reachable one")
     parser.add_argument("--questions", default=",".join([*questions.QUESTIONS, "transfer"]))
     parser.add_argument("--jobs", type=int, default=2, help="datasets measured at once (processes)")
     args = parser.parse_args()

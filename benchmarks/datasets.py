@@ -46,6 +46,11 @@ DATASETS: dict[str, Callable[[], list[Observation]]] = {
 """Name -> a loader of its runs."""
 
 
+def reachable() -> list[str]:
+    """The datasets whose runs are here: the Sia traces are an optional extra (``benchmarks.sia``)."""
+    return [name for name in DATASETS if family(name) != "sia" or sia.DEFAULT_SIA.is_dir()]
+
+
 def family(name: str) -> str:
     """The source a dataset comes from (``ray``, ``pollux``, ``sia``): the tables summarise per family too."""
     return "ray" if name in ("digits-cnn", "ray-digits") else name.split("-")[0]

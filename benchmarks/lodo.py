@@ -120,7 +120,7 @@ def describe(setting: Setting) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", choices=GRIDS, default="prior")
-    parser.add_argument("--datasets", default=",".join(datasets.DATASETS))
+    parser.add_argument("--datasets", default=",".join(datasets.reachable()), help="default: every reachable one")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     settings = GRIDS[args.grid]

@@ -14,18 +14,19 @@ import pathlib
 
 from rayjob_advisor import contract
 from rayjob_advisor.observations import Observation, read_observations, write_observations
-from rayjob_advisor_testkit.paths import SIA, require_shared
+from rayjob_advisor_testkit.paths import SIA, require_data
 
 MODELS: tuple[str, ...] = ("bert", "cifar10", "deepspeech2")
 ACCELERATORS: tuple[str, ...] = ("a100", "rtx2080ti", "v100")
 DEFAULT_SIA = SIA
+ORIGIN = "the Sia (SOSP'23) step-time traces, sia-<model>-<gpu>.csv (not shipped)"
 
 
 def sia_observations(
     sia_dir: pathlib.Path, model: str, accelerators: tuple[str, ...] = ACCELERATORS
 ) -> list[Observation]:
     """The runs of one Sia model on ``accelerators`` (from the file names), as workload ``sia-<model>``."""
-    require_shared(sia_dir)
+    require_data(sia_dir, ORIGIN)
     runs = []
     for path in sorted(sia_dir.glob(f"sia-{model}-*.csv")):
         accelerator = contract.canonical_accelerator(path.stem.removeprefix(f"sia-{model}-"))

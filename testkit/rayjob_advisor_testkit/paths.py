@@ -22,6 +22,7 @@ CHART = REPO / "charts" / "rayjob-advisor"
 SHARED_VARIABLE = "RAYJOB_ADVISOR_SHARED"
 SHARED = pathlib.Path(os.environ.get(SHARED_VARIABLE) or REPO.parent / "shared")
 POLLUX = SHARED / "datasets" / "pollux"
+SIA = SHARED / "datasets" / "sia"
 
 if not CRDS.is_dir():
     raise ImportError(f"the test kit reads the checkout it lives in, and {REPO} is none: pip install -e ./testkit")
