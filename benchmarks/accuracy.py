@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import nnls
 
-from benchmarks import datasets, questions, sia
+from benchmarks import datasets, questions
 from benchmarks.questions import Cut, mape
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.evaluation import NotEnoughData
@@ -43,7 +43,6 @@ CONFIDENCE = 0.9
 BEST_RATIO = 1.25
 WORKERS_TARGET = 0.10
 BATCH_TARGET = 0.15
-TRANSFER_RUNS = 6  # the new accelerator's runs, at its one or two smallest GPU counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,21 +144,13 @@ def rows_of(dataset: str, runs: list[Observation], asked: Sequence[str]) -> tupl
 
 def transfer_rows(dataset: str, runs: list[Observation]) -> list[Row]:
     """A Sia dataset as a new accelerator beside each other GPU type of the same model (module docstring)."""
-    model, gpu = dataset.removeprefix("sia-").rsplit("-", 1)
+    gpu = dataset.rsplit("-", 1)[1]
     rows = []
-    smallest = sorted({run.workers for run in runs})[:2]
-    pool = [run for run in runs if run.workers in smallest]
-    chosen = np.random.default_rng(0).choice(len(pool), min(TRANSFER_RUNS, len(pool)), replace=False)
-    measured = [pool[i] for i in sorted(chosen)]
-    test = [run for run in runs if run not in measured]
-    for source in (other for other in sia.ACCELERATORS if other != gpu):
-        source_runs = sia.sia_observations(sia.DEFAULT_SIA, model, (source,))
-        target = [run.model_copy(update={"workload": f"sia-{model}"}) for run in measured]
-        cut = Cut(source_runs + target, test)
-        main = RuntimeModel().fit(source_runs)
-        transferred = {"transferred": TransferredModel(main, source).fit(target)}
-        chosen_model = model_on(cut.train, gpu, main)
-        rows.append(score(dataset, f"transfer<-{source}", cut, chosen_model, target, transferred))
+    for asked in questions.transfer_cuts(dataset, runs):
+        main = RuntimeModel().fit(asked.source_runs)
+        transferred = {"transferred": TransferredModel(main, asked.source).fit(asked.target)}
+        chosen = model_on(asked.cut.train, gpu, main)
+        rows.append(score(dataset, f"transfer<-{asked.source}", asked.cut, chosen, asked.target, transferred))
     return rows
 
 

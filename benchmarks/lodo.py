@@ -15,6 +15,9 @@ Grids (``--grid``):
   the SVR", the grid also had ``augmented-ridge`` and ``svr``: ``estimators.CANDIDATES`` says what it chose.)
 - ``distance``: ``combination.FULL_DISTANCE`` (how far beyond the profile a question is its kind's alone) x the
   same ``PRIOR_RUNS``.
+- ``transfer``: ``transfer.MIN_OWN_WORKER_COUNTS`` (the worker counts a new accelerator's own runs need before
+  its own model may compete with the transferred one), on the ``transfer`` questions of the Sia datasets (the
+  only ones with several GPU types; ``questions.transfer_cuts``).
 
     .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
 """
@@ -32,10 +35,11 @@ import numpy as np
 
 from benchmarks import datasets, questions
 from benchmarks.questions import mape
-from rayjob_advisor.models import combination, evaluation
+from rayjob_advisor.models import combination, evaluation, transfer
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.models.transfer import model_on
 
 Setting = tuple[tuple[str, object], ...]
 PRIORS: dict[str, dict[str, float]] = {
@@ -58,6 +62,7 @@ GRIDS: dict[str, list[Setting]] = {
             (1e-9, math.log(1.5), math.log(2.0), math.log(4.0)), (10.0, 100.0), (30.0, 100.0, 1e9)
         )
     ],
+    "transfer": [(("MIN_OWN_WORKER_COUNTS", counts),) for counts in (2, 3)],
 }
 
 
@@ -71,6 +76,8 @@ def apply(setting: Setting) -> None:
             continue  # read by ``losses``: which candidates a combination may take
         elif name == "FULL_DISTANCE":
             combination.FULL_DISTANCE = float(str(value))
+        elif name == "MIN_OWN_WORKER_COUNTS":
+            transfer.MIN_OWN_WORKER_COUNTS = int(str(value))
         else:
             runs = dict.fromkeys(BEYOND if name == "beyond" else (name,), float(str(value)))
             combination.PRIOR_RUNS = {**combination.PRIOR_RUNS, **runs}
@@ -101,6 +108,20 @@ def losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float]]:
     return dataset, [float(np.mean(found)) for found in errors]
 
 
+def transfer_losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float]]:
+    """One Sia dataset's loss under every setting: its mean MAPE as a new accelerator beside each other GPU type."""
+    dataset, settings = job
+    gpu = dataset.rsplit("-", 1)[1]
+    errors: list[list[float]] = [[] for _ in settings]
+    for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset]()):
+        main = RuntimeModel().fit(asked.source_runs)
+        actual = np.array([run.execution_seconds for run in asked.test])
+        for index, setting in enumerate(settings):
+            apply(setting)
+            errors[index].append(mape(model_on(asked.cut.train, gpu, main).predict(asked.test), actual))
+    return dataset, [float(np.mean(found)) for found in errors]
+
+
 def within(validation: evaluation.CrossValidation, pool: object) -> evaluation.CrossValidation:
     """The cross-validation of the candidates of ``pool`` only (``all``, or ``-a-b``: all but a and b)."""
     left_out = [name for name in CANDIDATES if str(pool) != "all" and f"-{name}" in f"{pool}-"]
@@ -125,8 +146,11 @@ def main() -> None:
     args = parser.parse_args()
     settings = GRIDS[args.grid]
     names = args.datasets.split(",")
+    loss_of = losses
+    if args.grid == "transfer":
+        names, loss_of = [name for name in names if datasets.family(name) == "sia"], transfer_losses
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        table = dict(pool.map(losses, [(name, settings) for name in names]))
+        table = dict(pool.map(loss_of, [(name, settings) for name in names]))
     loss = np.array([table[name] for name in names])  # datasets x settings
     print("| setting | mean MAPE over datasets |\n|---|---|")
     for index, setting in enumerate(settings):

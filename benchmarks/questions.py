@@ -15,7 +15,8 @@ Each cut trains on the runs a profile would have and tests on runs beyond them, 
   largest trained.
 
 A cut that a dataset cannot make (too few distinct values, no runs on one side) is skipped, with the reason.
-``transfer`` questions (a scarcely measured accelerator) need two datasets and live in ``benchmarks.accuracy``.
+``transfer`` questions (``transfer_cuts``: a scarcely measured accelerator beside a well measured one) need the
+Sia datasets, one per GPU type.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from benchmarks import sia
 from rayjob_advisor.observations import Observation
+
+TRANSFER_RUNS = 6
+"""The new accelerator's runs in a ``transfer`` cut, drawn (seed 0) at its one or two smallest GPU counts."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +109,37 @@ QUESTIONS: dict[str, Callable[[Sequence[Observation]], Cut | str]] = {
     "batch-half": batch_half,
     "batch-x2-4": batch_x2_4,
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferCut:
+    """A new accelerator's few runs (``target``) beside a measured one's (``source_runs``, on ``source``)."""
+
+    source: str
+    source_runs: list[Observation]
+    target: list[Observation]
+    test: list[Observation]
+
+    @property
+    def cut(self) -> Cut:
+        return Cut(self.source_runs + self.target, self.test)
+
+
+def transfer_cuts(dataset: str, runs: Sequence[Observation]) -> list[TransferCut]:
+    """A Sia dataset (``sia-<model>-<gpu>``) as a new accelerator measured by ``TRANSFER_RUNS`` runs, beside each
+    other GPU type of the same model measured in full."""
+    model, gpu = dataset.removeprefix("sia-").rsplit("-", 1)
+    smallest = sorted({run.workers for run in runs})[:2]
+    pool = [run for run in runs if run.workers in smallest]
+    drawn = np.random.default_rng(0).choice(len(pool), min(TRANSFER_RUNS, len(pool)), replace=False)
+    measured = [pool[i].model_copy(update={"workload": f"sia-{model}"}) for i in sorted(drawn)]
+    held = [pool[i] for i in drawn]
+    test = [run for run in runs if run not in held]
+    return [
+        TransferCut(source, sia.sia_observations(sia.DEFAULT_SIA, model, (source,)), measured, test)
+        for source in sia.ACCELERATORS
+        if source != gpu
+    ]
 
 
 def mape(predicted: np.ndarray, actual: np.ndarray) -> float:
