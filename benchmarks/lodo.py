@@ -17,7 +17,8 @@ Grids (``--grid``):
   same ``PRIOR_RUNS``.
 - ``transfer``: ``transfer.MIN_OWN_WORKER_COUNTS`` (the worker counts a new accelerator's own runs need before
   its own model may compete with the transferred one), on the ``transfer`` questions of the Sia datasets (the
-  only ones with several GPU types; ``questions.transfer_cuts``).
+  only ones with several GPU types; ``questions.transfer_cuts``), the new accelerator measured by
+  ``evaluation.MIN_RUNS`` runs: the fewest its own model is fitted on, so that the rule decides something.
 
     .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
 """
@@ -113,7 +114,7 @@ def transfer_losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float
     dataset, settings = job
     gpu = dataset.rsplit("-", 1)[1]
     errors: list[list[float]] = [[] for _ in settings]
-    for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset]()):
+    for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset](), evaluation.MIN_RUNS):
         main = RuntimeModel().fit(asked.source_runs)
         actual = np.array([run.execution_seconds for run in asked.test])
         for index, setting in enumerate(settings):

@@ -125,13 +125,13 @@ class TransferCut:
         return Cut(self.source_runs + self.target, self.test)
 
 
-def transfer_cuts(dataset: str, runs: Sequence[Observation]) -> list[TransferCut]:
-    """A Sia dataset (``sia-<model>-<gpu>``) as a new accelerator measured by ``TRANSFER_RUNS`` runs, beside each
-    other GPU type of the same model measured in full."""
+def transfer_cuts(dataset: str, runs: Sequence[Observation], count: int = TRANSFER_RUNS) -> list[TransferCut]:
+    """A Sia dataset (``sia-<model>-<gpu>``) as a new accelerator measured by ``count`` runs, beside each other GPU
+    type of the same model measured in full."""
     model, gpu = dataset.removeprefix("sia-").rsplit("-", 1)
     smallest = sorted({run.workers for run in runs})[:2]
     pool = [run for run in runs if run.workers in smallest]
-    drawn = np.random.default_rng(0).choice(len(pool), min(TRANSFER_RUNS, len(pool)), replace=False)
+    drawn = np.random.default_rng(0).choice(len(pool), min(count, len(pool)), replace=False)
     measured = [pool[i].model_copy(update={"workload": f"sia-{model}"}) for i in sorted(drawn)]
     held = [pool[i] for i in drawn]
     test = [run for run in runs if run not in held]

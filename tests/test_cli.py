@@ -406,3 +406,26 @@ def test_no_library_warning_reaches_the_users_terminal():
         [sys.executable, "-W", "default", *command[1:]], capture_output=True, text=True, timeout=120, check=False
     )
     assert "RuntimeWarning: divide by zero" in shown.stderr
+
+
+def test_predict_says_how_far_beyond_the_profile_a_job_is_and_only_what_it_assumed(capsys, tmp_path):
+    rayjob = make_rayjob(
+        annotations={ann.DATASET_SIZE: "64000", ann.EPOCHS: "5", ann.BATCH_SIZE: "256", ann.WORKLOAD: "digits-cnn"},
+        groups=[worker_group(replicas=64, minReplicas=1, maxReplicas=64)],
+    )
+    status, out, err = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob))
+    (assumed,) = [line for line in out.splitlines() if line.startswith("assumed:")]
+    assert status == 0 and err == "" and "epochs=5" in out  # the job's epochs, used and not listed as assumed
+    assert "extrapolation=16x the most profiled workers" in assumed and "epochs=" not in assumed
+    status, out, _ = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--format", "json")
+    assumed_keys = json.loads(out)["prediction"]["assumed"]
+    assert assumed_keys["extrapolation"].startswith("16x the most profiled workers; ") and "epochs" not in assumed_keys
+
+
+def test_a_profile_too_small_to_bound_is_refused_with_the_rule(capsys, tmp_path):
+    two_runs = tmp_path / "two.csv"
+    write_observations(two_runs, synthetic_observations()[:2])
+    rayjob = make_rayjob(annotations={ann.DATASET_SIZE: "8000", ann.WORKLOAD: "synthetic"})
+    status, out, err = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", two_runs)
+    assert (status, out) == (2, "")
+    assert err == "rayjob-advisor: error: 2 runs cannot bound a prediction: a profile needs 9 runs or more\n"

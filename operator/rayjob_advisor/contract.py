@@ -512,7 +512,8 @@ KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
             _RAYJOB,
             "compact JSON: model, profile, median (`p50`), upper bound and its confidence, the features used, "
             "what was assumed, when",
-            '{"confidence":0.9,"model":"sync-sgd 0.72 + dataparallel 0.28","p50":16.4,"profile":"shipped/digits-cnn",...}',
+            '{"confidence":0.9,"model":"sync-sgd 0.72 + dataparallel 0.28","p50":16.4,'
+            '"profile":"shipped/digits-cnn",...}',
         ),
         KeyDoc(
             RECOMMENDATION,

@@ -49,6 +49,10 @@ from rayjob_advisor.observations import Observation
 
 REPORTED_CONFIDENCE = 0.9
 COMBINED = "combined"
+MIN_RUNS = 9
+"""Runs a profile needs before it predicts: 9. Every run is held out once (``kfold``), and a split-conformal
+bound at 0.9 is the ceil((n + 1) 0.9)-th smallest of n held-out residuals, which exists from n = 9 on; with fewer
+the bound would be the largest residual, as low as the median itself on two runs."""
 
 
 class NotEnoughData(ValueError):
@@ -204,6 +208,8 @@ def cross_validate(
 
 def cross_validate_candidates(runs: Runs, candidates: Sequence[str], calibrate: bool = False) -> CrossValidation:
     """Every candidate on every split that the runs define."""
+    if len(runs.y) < MIN_RUNS:
+        raise NotEnoughData(f"{len(runs.y)} runs cannot bound a prediction: a profile needs {MIN_RUNS} runs or more")
     defined, skipped = splits.split_folds(runs.variables())
     if not defined:
         raise NotEnoughData("too few observations to cross-validate: " + "; ".join(skipped.values()))
