@@ -12,7 +12,11 @@ accelerator beside it), the runs held out are predicted by
 and the table prints each one's MAPE, the coverage of the chosen model's 0.9 upper bound, and the chosen model's
 ratio to the best single candidate and to Ernest. The targets (issue 18): chosen <= 1.25x the best single
 candidate and <= Ernest on every row; workers x4 <= 10 % on every Pollux and Sia dataset; per-worker batch
-x2-4 <= 15 %. A row PASSes on those; the summary counts them per family. Ends with the time ``RuntimeModel.fit``
+x2-4 <= 15 %; on the project's own Ray runs, workers 1-3 -> 4 (``workers-next``) and size x4 <= 8 %. A ratio
+to a weak baseline says nothing of the number a user gets, so every other row must also be within 15 % (the
+loosest of those targets) and its 0.9 bound must cover >= 0.85 of the held-out runs (the per-band coverage
+target of the bounds since issue 9). A row PASSes on all of these; the summary counts them per
+family. Ends with the time ``RuntimeModel.fit``
 takes on 500 Pollux cifar10 runs (the budget: 1 s on 2 cores).
 
     .venv/bin/python -m benchmarks.accuracy --all
@@ -43,6 +47,9 @@ CONFIDENCE = 0.9
 BEST_RATIO = 1.25
 WORKERS_TARGET = 0.10
 BATCH_TARGET = 0.15
+OWN_RAY_TARGET = 0.08
+ANY_TARGET = 0.15
+COVERAGE_TARGET = 0.85
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,10 +78,15 @@ class Row:
             missed.append(f"> {BEST_RATIO}x best")
         if self.chosen > self.ernest + 1e-9:
             missed.append("> Ernest")
-        if self.question == "workers-x4" and not self.dataset.startswith("digits") and self.chosen > WORKERS_TARGET:
-            missed.append(f"> {WORKERS_TARGET:.0%}")
-        if self.question == "batch-x2-4" and self.chosen > BATCH_TARGET:
-            missed.append(f"> {BATCH_TARGET:.0%}")
+        target = ANY_TARGET
+        if self.question == "workers-x4":
+            target = WORKERS_TARGET
+        elif self.dataset == "ray-digits" and self.question in ("workers-next", "size-x4"):
+            target = OWN_RAY_TARGET
+        if self.chosen > target:
+            missed.append(f"> {target:.0%}")
+        if self.coverage < COVERAGE_TARGET:
+            missed.append(f"cov < {COVERAGE_TARGET}")
         return missed
 
 
