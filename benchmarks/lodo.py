@@ -16,7 +16,8 @@ Grids (``--grid``):
 - ``distance``: ``combination.FULL_DISTANCE`` (how far beyond the profile a question is its kind's alone) x the
   same ``PRIOR_RUNS``.
 - ``transfer``: ``transfer.MIN_OWN_WORKER_COUNTS`` (the worker counts a new accelerator's own runs need before
-  its own model may compete with the transferred one), on the ``transfer`` questions of the Sia datasets (the
+  its own model may compete with the transferred one) x ``transfer.MIN_SLOPE_WORKER_COUNTS`` (those they need
+  before the speed factor may change with the worker count), on the ``transfer`` questions of the Sia datasets (the
   only ones with several GPU types; ``questions.transfer_cuts``), the new accelerator measured by
   ``evaluation.MIN_RUNS`` runs: the fewest its own model is fitted on, so that the rule decides something.
 
@@ -63,7 +64,10 @@ GRIDS: dict[str, list[Setting]] = {
             (1e-9, math.log(1.5), math.log(2.0), math.log(4.0)), (10.0, 100.0), (30.0, 100.0, 1e9)
         )
     ],
-    "transfer": [(("MIN_OWN_WORKER_COUNTS", counts),) for counts in (2, 3)],
+    "transfer": [
+        (("MIN_OWN_WORKER_COUNTS", own), ("MIN_SLOPE_WORKER_COUNTS", slope))
+        for own, slope in itertools.product((2, 3), (2, 3))
+    ],
 }
 
 
@@ -79,6 +83,8 @@ def apply(setting: Setting) -> None:
             combination.FULL_DISTANCE = float(str(value))
         elif name == "MIN_OWN_WORKER_COUNTS":
             transfer.MIN_OWN_WORKER_COUNTS = int(str(value))
+        elif name == "MIN_SLOPE_WORKER_COUNTS":
+            transfer.MIN_SLOPE_WORKER_COUNTS = int(str(value))
         else:
             runs = dict.fromkeys(BEYOND if name == "beyond" else (name,), float(str(value)))
             combination.PRIOR_RUNS = {**combination.PRIOR_RUNS, **runs}

@@ -3,7 +3,7 @@
     .venv/bin/python hack/gen-reference.py          # write the pages
     .venv/bin/python hack/gen-reference.py --check  # exit 1, naming each page that differs from a fresh generation
 
-The sources: annotations and labels from ``contract.KEY_DOCS``, Event reasons from ``reasons.REASON_DOCS``, the
+The sources: annotations and labels from ``key_docs.KEY_DOCS``, Event reasons from ``reasons.REASON_DOCS``, the
 command lines from their argparse parsers, the operator's settings from ``OperatorConfig``, chart values from
 ``values.schema.json`` (defaults from ``values.yaml``), RuntimeProfile fields from its CRD, metrics from the
 metrics registry. ``tests/test_reference.py`` runs ``--check``: edit the code, never the pages.
@@ -23,7 +23,7 @@ import pydantic
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from rayjob_advisor import contract, reasons
+from rayjob_advisor import contract, key_docs, reasons
 from rayjob_advisor.cli import kubectl_plugin, verbs
 from rayjob_advisor.kube import config, metrics
 from rayjob_advisor.observations import CSV_COLUMNS
@@ -62,7 +62,7 @@ def page(title: str, source: str, intro: str, body: list[str]) -> str:
 def annotations_page() -> str:
     """Every key users set or the advisor writes, by where it goes."""
     body: list[str] = []
-    for section, docs in contract.KEY_DOCS.items():
+    for section, docs in key_docs.KEY_DOCS.items():
         body += [f"## {section}", ""]
         body += table(
             ["key", "on", "meaning", "example"], [(code(d.key), d.on, d.meaning, code(d.example)) for d in docs]
@@ -73,7 +73,7 @@ def annotations_page() -> str:
         'in YAML (`"64000"`). An invalid value never blocks a RayJob: it gets the `error` annotation and a '
         "`CannotPredict` warning instead of a prediction ([Troubleshooting](../troubleshooting.md))."
     )
-    return page("Annotations and labels", "operator/rayjob_advisor/contract.py (KEY_DOCS)", intro, body)
+    return page("Annotations and labels", "operator/rayjob_advisor/key_docs.py", intro, body)
 
 
 def events() -> str:

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from rayjob_advisor import contract, reasons
+from rayjob_advisor import key_docs, reasons
 from rayjob_advisor.cli import verbs
 from rayjob_advisor_testkit.chart import by_kind, render
 from rayjob_advisor_testkit.paths import CHART, KUBERAY_CRDS, REPO
@@ -229,7 +229,7 @@ def check_kubectl(words: list[str]) -> None:
     for path in repository_paths(words):
         assert path.exists(), path
     keys = {key.replace("\\", "") for word in words for key in KEY.findall(word)}
-    documented = {doc.key for docs in contract.KEY_DOCS.values() for doc in docs}
+    documented = {doc.key for docs in key_docs.KEY_DOCS.values() for doc in docs}
     assert keys <= documented, keys - documented
     for word in words:
         if word.startswith("reason="):

@@ -243,7 +243,7 @@ def test_runtime_model_can_be_forced_to_a_candidate(synthetic):
 def test_too_little_data_is_a_clear_error():
     with pytest.raises(evaluation.NotEnoughData, match="no observations"):
         evaluation.evaluate([])
-    with pytest.raises(evaluation.NotEnoughData, match="^8 runs cannot bound a prediction: a profile needs 9 runs"):
+    with pytest.raises(evaluation.NotEnoughData, match=r"^8 runs cannot bound a prediction: a profile needs 9 runs"):
         evaluation.evaluate(synthetic_observations()[:8])
 
 
