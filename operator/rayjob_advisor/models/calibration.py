@@ -17,7 +17,10 @@ all bands' only when it has fewer than ``MIN_SMALL_BAND``).
 Nor does one pool serve every kind of question: a random run (K-fold) is
 easier than an unseen worker count or dataset size. So each split keeps its
 own banded pool — of all its held-out runs, beyond the profile or not — and a
-bound must hold by each of them: the upper bound is the largest of their conformal quantiles, the
+bound must hold by each pool of the kinds of question the run asks (``splits.question``): the pools of the
+splits inside the profile for every run, and those of the workers, size or batch extrapolation splits only for
+a run beyond the profile in that (``design.Reach.beyond``). A configuration inside the profile is not bounded
+by how wrong a batch extrapolation was. The upper bound is the largest of their conformal quantiles, the
 probability of finishing in time the smallest of their estimates (the same
 ranks either way). Runs whose configuration the profile measured are
 anchored (``anchoring``) and bounded by the residuals of anchored held-out
@@ -66,11 +69,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rayjob_advisor.models import design
+from rayjob_advisor.models import design, splits
 
 MIN_BAND = 20
 """Held-out runs a band needs to be bounded by its own residuals (a conformal 0.95 quantile needs 19)."""
@@ -198,24 +201,48 @@ class HeldOut:
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in fields))
 
 
+Asked = frozenset[str]
+"""The kinds of question a run asks (``splits.QUESTIONS``): ``inside``, and each kind it lies beyond the profile in."""
+INSIDE: Asked = frozenset({"inside"})
+BEYOND_KINDS = ("workers", "size", "batch")  # the columns of ``design.Reach.beyond``
+
+
+def asked_of(beyond: np.ndarray) -> list[Asked]:
+    """Per run, the kinds of question it asks, from ``design.Reach.beyond`` (n x workers, size, batch)."""
+    return [INSIDE | {kind for kind, out in zip(BEYOND_KINDS, row, strict=True) if out} for row in beyond.tolist()]
+
+
+
+
 def _pools_of_splits(
-    split: np.ndarray, chosen: np.ndarray, residuals: np.ndarray, nodes: np.ndarray, small: np.ndarray
-) -> tuple[Banded, ...]:
-    """Banded residuals of the ``chosen`` runs, one per split (``split``: each run's) that has ``MIN_BAND`` of them."""
+    kinds: Sequence[str],
+    split: np.ndarray,
+    chosen: np.ndarray,
+    residuals: np.ndarray,
+    nodes: np.ndarray,
+    small: np.ndarray,
+) -> tuple[tuple[str, Banded], ...]:
+    """Banded residuals of the ``chosen`` runs, one per split (``split``: each run's index in ``kinds``, the kind
+    of question of each split) that has ``MIN_BAND`` of them, with its kind."""
     pools = []
     for part in np.unique(split):
         mask = chosen & (split == part)
         if np.sum(mask) >= MIN_BAND:
-            pools.append(Banded.of(residuals[mask], nodes[mask], small[mask]))
+            pools.append((kinds[part], Banded.of(residuals[mask], nodes[mask], small[mask])))
     return tuple(pools)
+
+
+def _asking(pools: tuple[tuple[str, Banded], ...], asked: Asked) -> tuple[Banded, ...]:
+    """The pools of the kinds ``asked``; all of them where none is of those kinds."""
+    return tuple(pool for kind, pool in pools if kind in asked) or tuple(pool for _, pool in pools)
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
     """The residual pools of one fitted model, normalised by their runs' ``BatchScale`` (module docstring)."""
 
-    free: tuple[Banded, ...]
-    anchored: tuple[Banded, ...]  # empty: too few anchored held-out runs; anchored runs use ``free``
+    free: tuple[tuple[str, Banded], ...]  # (the kind of question of its split, its pool)
+    anchored: tuple[tuple[str, Banded], ...]  # empty: too few anchored held-out runs; anchored runs use ``free``
     inside: np.ndarray  # sorted normalised residuals of every run inside the trained worker range
     extrapolated: np.ndarray  # sorted normalised residuals of the runs beyond it
     mean_distance: float
@@ -226,6 +253,7 @@ class Calibration:
     @classmethod
     def from_held_out(cls, held: Mapping[str, HeldOut]) -> Calibration:
         """From the held-out runs of each split (module docstring)."""
+        kinds = [splits.question(name) for name in held]
         every = HeldOut.concatenate(list(held.values()))
         split = np.repeat(np.arange(len(held)), [len(part.actual) for part in held.values()])
         distinct = np.unique(every.local_batch)
@@ -238,16 +266,16 @@ class Calibration:
         free_scale = BatchScale.of(raw_free[inside], every.nodes[inside], small[inside])
         anchored_scale = BatchScale.of(raw_anchored[measured], every.nodes[measured], small[measured])
         normalised = raw_free / free_scale.of_runs(every.nodes, small)
-        free = _pools_of_splits(split, np.ones(len(split), dtype=bool), normalised, every.nodes, small)
+        free = _pools_of_splits(kinds, split, np.ones(len(split), dtype=bool), normalised, every.nodes, small)
+        fallback = (
+            Banded.of(normalised[inside], every.nodes[inside], small[inside])
+            if np.any(inside)
+            else Banded({}, {}, np.zeros(1))
+        )
         return cls(
-            free=free
-            or (
-                Banded.of(normalised[inside], every.nodes[inside], small[inside])
-                if np.any(inside)
-                else Banded({}, {}, np.zeros(1)),
-            ),
+            free=free or (("inside", fallback),),
             anchored=_pools_of_splits(
-                split, measured, raw_anchored / anchored_scale.of_runs(every.nodes, small), every.nodes, small
+                kinds, split, measured, raw_anchored / anchored_scale.of_runs(every.nodes, small), every.nodes, small
             ),
             inside=np.sort(normalised[inside]) if np.any(inside) else np.zeros(1),
             extrapolated=np.sort(normalised[beyond]),
@@ -258,18 +286,18 @@ class Calibration:
         )
 
     def residuals(
-        self, nodes: float, distance: float, anchored: bool, small: bool, spread: float = 0.0
+        self, nodes: float, distance: float, anchored: bool, small: bool, spread: float = 0.0, asked: Asked = INSIDE
     ) -> tuple[np.ndarray, ...]:
-        """The sorted residual pools that bound one run, one per kind of question, scaled for the run and widened
-        by how far beyond the profile it is and how much the combined candidates disagree on it (module
-        docstring)."""
+        """The sorted residual pools that bound one run, one per split of the kinds of question it asks
+        (``asked``), scaled for the run and widened by how far beyond the profile it is and how much the combined
+        candidates disagree on it (module docstring)."""
         if anchored and self.anchored:
             scale = self.anchored_scale.factor(nodes, small)
-            return tuple(scale * own for pool in self.anchored for own in pool.residuals(nodes, small))
+            return tuple(scale * own for pool in _asking(self.anchored, asked) for own in pool.residuals(nodes, small))
         scale = self.free_scale.factor(nodes, small)
         return tuple(
             _disagreeing(scale * self._widened(own, distance), spread)
-            for pool in self.free
+            for pool in _asking(self.free, asked)
             for own in pool.residuals(nodes, small)
         )
 
@@ -290,13 +318,17 @@ class Calibration:
         anchored: np.ndarray,
         local_batch: np.ndarray,
         spread: np.ndarray | None = None,
+        asked: Sequence[Asked] | None = None,
     ) -> list[tuple[np.ndarray, ...]]:
-        """``residuals`` of each run (computed once per distinct band, distance, anchoring, batch half and
-        spread)."""
-        cache: dict[tuple[float, float, bool, bool, float], tuple[np.ndarray, ...]] = {}
+        """``residuals`` of each run (computed once per distinct band, distance, anchoring, batch half, spread and
+        kinds asked)."""
+        cache: dict[tuple[float, float, bool, bool, float, Asked], tuple[np.ndarray, ...]] = {}
         small = (local_batch <= self.threshold).tolist()
         spreads = np.zeros(len(nodes)) if spread is None else np.round(spread, 6)
-        keys = list(zip(nodes.tolist(), distance.tolist(), anchored.tolist(), small, spreads.tolist(), strict=True))
+        kinds = [INSIDE] * len(nodes) if asked is None else list(asked)
+        keys = list(
+            zip(nodes.tolist(), distance.tolist(), anchored.tolist(), small, spreads.tolist(), kinds, strict=True)
+        )
         for key in keys:
             if key not in cache:
                 cache[key] = self.residuals(*key)

@@ -320,8 +320,10 @@ def _bound_from_others(mixed: Mapping[str, HeldOut], split: str) -> np.ndarray |
     if not others:
         return None
     asked = mixed[split]
+    beyond = calibration.INSIDE | {splits.question(split)}  # what a held-out run beyond the runs trained on asks
+    kinds = [beyond if distance > 0 else calibration.INSIDE for distance in asked.distance.tolist()]
     pools = calibration.Calibration.from_held_out(others).pools(
-        asked.nodes, asked.distance, asked.anchored, asked.local_batch, asked.spread
+        asked.nodes, asked.distance, asked.anchored, asked.local_batch, asked.spread, kinds
     )
     return calibration.upper_bounds(asked.predicted, pools, REPORTED_CONFIDENCE)
 

@@ -178,8 +178,9 @@ class Predictor:
     def pools(self, X: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The median of each run and the residual pools that bound it (``calibration``)."""
         predicted, _, anchored, spread = self.point.predict(X)
+        asked = calibration.asked_of(self.point.reach.beyond(X))
         return predicted, self.calibration.pools(
-            X[:, design.NODES], self.point.distance(X), anchored, design.local_batch(X), spread
+            X[:, design.NODES], self.point.distance(X), anchored, design.local_batch(X), spread, asked
         )
 
     def predict(self, X: np.ndarray) -> np.ndarray:
