@@ -170,10 +170,31 @@ def test_where_the_combined_candidates_disagree_the_bound_widens_and_the_chances
     assert at_median[1] == at_median[0]  # the prediction itself stays where it was
 
 
+def test_a_run_is_bounded_by_the_kinds_of_question_it_asks():
+    """A batch extrapolation that ran 30 % slow says nothing of a size inside the profile; it bounds a run beyond."""
+    rng = np.random.default_rng(0)
+    inside, batch = held_out_runs(rng, 400), held_out_runs(rng, 400)
+    slow = dataclasses.replace(batch, actual=batch.actual * 1.3)
+    fitted = calibration.Calibration.from_held_out({"kfold": inside, "extrapolate-batch": slow})
+    nodes, distance, anchored, local = np.ones(2), np.zeros(2), np.zeros(2, dtype=bool), np.full(2, 64.0)
+    asked = [calibration.INSIDE, calibration.INSIDE | {"batch"}]
+    pools = fitted.pools(nodes, distance, anchored, local, asked=asked)
+    predicted = np.array([100.0, 100.0])
+    at_median = calibration.probabilities_within(predicted, pools, predicted)
+    assert at_median[0] > 0.3 and at_median[1] < 0.05  # inside: about even; beyond in batch: the slow pool's
+    upper = calibration.upper_bounds(predicted, pools, 0.9)
+    assert upper[1] > upper[0] * 1.2
+    assert calibration.asked_of(np.array([[False, False, False], [True, False, True]])) == [
+        calibration.INSIDE, calibration.INSIDE | {"workers", "batch"},
+    ]  # fmt: skip
+
+
 def test_each_batch_half_gets_the_margin_of_its_own_spread():
     """Normalised conformal: one margin per node count would under-cover the small batches and over-cover the rest."""
     rng = np.random.default_rng(0)
-    fitted = calibration.Calibration.from_held_out({"kfold": held_out_runs(rng, 400), "other": held_out_runs(rng, 400)})
+    fitted = calibration.Calibration.from_held_out(
+        {"kfold": held_out_runs(rng, 400), "interpolate-workers": held_out_runs(rng, 400)}
+    )
     assert fitted.threshold == 16.0  # the lower median of the distinct per-worker batches
     assert fitted.free_scale.factor(1.0, True) > 2 * fitted.free_scale.factor(1.0, False)
     new = held_out_runs(rng, 4000)

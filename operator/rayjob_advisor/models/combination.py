@@ -174,12 +174,20 @@ class Combined:
         return self
 
     def _weighed(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each member's floored prediction of each row, and each row's weights of the members."""
-        raw = np.column_stack([np.asarray(self.estimators[name].predict(X), dtype=float) for name in self.names])
+        """Each member's floored prediction of each row, and each row's weights of the members. A member no row's
+        kinds weigh (nor the prior) is not asked: an admission waits for every estimator asked."""
+        shares = memberships(self.reach.beyond(X), self.reach.distance(X))
+        prior = prior_weights(self.names)
+        asked = np.any(shares @ self.weights > 0, axis=0) | (prior > 0)
+        raw = np.column_stack(
+            [
+                np.asarray(self.estimators[name].predict(X), dtype=float) if ask else np.full(len(X), np.nan)
+                for name, ask in zip(self.names, asked, strict=True)
+            ]
+        )
         floor = design.perfectly_scaled(X, self.rate)
         usable = np.isfinite(raw) & (raw > 0) & (raw >= floor[:, None])
-        shares = memberships(self.reach.beyond(X), self.reach.distance(X))
-        weights = row_weights(self.weights, shares, usable, prior_weights(self.names))
+        weights = row_weights(self.weights, shares, usable, prior)
         return np.where(usable, raw, floor[:, None]), weights
 
     def predict(self, X: np.ndarray) -> np.ndarray:
