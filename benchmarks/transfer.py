@@ -118,8 +118,12 @@ def main() -> None:
     print("\nper k over every model, target and source: mean (worst) of the per-pair means, %")
     print(f"{'k':>4} " + " ".join(f"{column:>14}" for column in COLUMNS))
     for label, columns in summary.items():
-        cells = [f"{100 * np.mean(columns[c]):6.1f} ({100 * (min if c == 'coverage' else max)(columns[c]):5.1f})"
-                 for c in COLUMNS]  # fmt: skip
+        cells = [
+            f"{100 * np.mean(columns[c]):6.1f} ({100 * (min if c == 'coverage' else max)(columns[c]):5.1f})"
+            if columns[c]
+            else "- (too few)"  # an own model needs evaluation.MIN_RUNS runs
+            for c in COLUMNS
+        ]
         print(f"{label:>4} " + " ".join(f"{cell:>14}" for cell in cells))
 
 
