@@ -212,8 +212,6 @@ def asked_of(beyond: np.ndarray) -> list[Asked]:
     return [INSIDE | {kind for kind, out in zip(BEYOND_KINDS, row, strict=True) if out} for row in beyond.tolist()]
 
 
-
-
 def _pools_of_splits(
     kinds: Sequence[str],
     split: np.ndarray,
