@@ -207,12 +207,10 @@ def cross_validate(
 
 
 def cross_validate_candidates(runs: Runs, candidates: Sequence[str], calibrate: bool = False) -> CrossValidation:
-    """Every candidate on every split that the runs define."""
+    """Every candidate on every split that the runs define (``MIN_RUNS`` of them always define ``kfold``)."""
     if len(runs.y) < MIN_RUNS:
         raise NotEnoughData(f"{len(runs.y)} runs cannot bound a prediction: a profile needs {MIN_RUNS} runs or more")
     defined, skipped = splits.split_folds(runs.variables())
-    if not defined:
-        raise NotEnoughData("too few observations to cross-validate: " + "; ".join(skipped.values()))
     with threadpool_limits(limits=1):
         validated = {name: cross_validate(runs, defined, name, calibrate) for name in candidates}
     return CrossValidation(
