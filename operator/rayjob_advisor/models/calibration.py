@@ -204,12 +204,12 @@ class HeldOut:
 Asked = frozenset[str]
 """The kinds of question a run asks (``splits.QUESTIONS``): ``inside``, and each kind it lies beyond the profile in."""
 INSIDE: Asked = frozenset({"inside"})
-BEYOND_KINDS = ("workers", "size", "batch")  # the columns of ``design.Reach.beyond``
 
 
 def asked_of(beyond: np.ndarray) -> list[Asked]:
     """Per run, the kinds of question it asks, from ``design.Reach.beyond`` (n x workers, size, batch)."""
-    return [INSIDE | {kind for kind, out in zip(BEYOND_KINDS, row, strict=True) if out} for row in beyond.tolist()]
+    kinds = splits.QUESTIONS[1:]  # the columns of ``design.Reach.beyond``, as ``combination.memberships`` reads them
+    return [INSIDE | {kind for kind, out in zip(kinds, row, strict=True) if out} for row in beyond.tolist()]
 
 
 def _pools_of_splits(
