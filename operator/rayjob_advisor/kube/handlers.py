@@ -180,10 +180,7 @@ async def finished(
                 kubeapi.append_observation, memo.kube, memo.store, namespace, observation
             )
         except Exception as exc:
-            if isinstance(exc, UserError) and retry == 0:
-                text = f"the run could not be learned: {exc}"
-                wiring.post(body, application.Message(reason=reasons.CANNOT_LEARN, text=text, warning=True))
-            raise wiring.retry_later(exc, retry, "learning the run") from exc
+            raise wiring.retry_later(exc, retry, "the run could not be learned", body, reasons.CANNOT_LEARN) from exc
         if not appended:
             memo.metrics.learned(key, None, None)  # this replica's per-job gauge ends; counters were counted then
             merge(patch, lesson.patch)

@@ -206,10 +206,14 @@ def backoff(retry: int) -> float:
     return min(MAX_BACKOFF_SECONDS, RETRY_SECONDS * 2.0 ** min(retry, 30))
 
 
-def retry_later(exc: Exception, retry: int, what: str) -> kopf.TemporaryError:
+def retry_later(
+    exc: Exception, retry: int, what: str, body: kopf.Body | None = None, reason: str | None = None
+) -> kopf.TemporaryError:
     """The error that retries a handler after ``backoff``: our own errors (a fit under way, a profile that cannot
     take a run) and an API server that does not answer are one log line; anything else is a bug, its traceback
-    logged on the first try only."""
+    logged on the first try only. A user's error is reported once on ``body`` (a Warning Event of ``reason``)."""
+    if isinstance(exc, UserError) and body is not None and reason is not None and retry == 0:
+        post(body, Message(reason=reason, text=f"{what}: {exc}", warning=True))
     if not (isinstance(exc, AdvisorError) or kubeapi.transient(exc)) and retry == 0:
         logger.error("%s failed", what, exc_info=exc)
     return kopf.TemporaryError(f"{what}: {type(exc).__name__}: {exc}", delay=backoff(retry))
