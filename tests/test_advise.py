@@ -39,13 +39,26 @@ def test_a_good_job_gets_the_prediction_annotations_and_its_error_cleared(store)
     assert ann.ERROR not in after["metadata"]["annotations"] and after["spec"] == rayjob["spec"]
 
 
+def test_a_workload_without_a_profile_gets_a_note_not_an_error(store):
+    rayjob = make_rayjob(annotations={ann.WORKLOAD: "bert", ann.DATASET_SIZE: "10", ann.ERROR: "old"})
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    note = notes_of(advice)[ann.NOTE]
+    assert advice.error is None and notes_of(advice)[ann.ERROR] is None
+    assert note is not None and note.startswith("no profile yet for workload 'bert': no RuntimeProfile in namespace")
+    assert note.endswith("it is learned from this workload's finished jobs")
+    (message,) = advice.messages
+    assert message.reason == "NoProfileYet" and not message.warning and message.event
+    assert advice.warnings == [f"rayjob-advisor: {note}"]
+    again = make_rayjob(annotations={ann.WORKLOAD: "bert", ann.DATASET_SIZE: "10", ann.NOTE: note})
+    assert not advise(again, store, policy=POLICY, may_resize=True, now=NOW).messages[0].event  # no repeated Event
+
+
 @pytest.mark.parametrize(
     ("notes", "message"),
     [
         ({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "x"}, "dataset-size='x'"),
         ({ann.WORKLOAD: "synthetic"}, "rayjob-advisor.io/dataset-size is missing"),
         ({ann.DATASET_SIZE: "10"}, "no workload: set the rayjob-advisor.io/workload annotation or label"),
-        ({ann.WORKLOAD: "bert", ann.DATASET_SIZE: "10"}, "no RuntimeProfile for workload 'bert'"),
         ({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "10", ann.SCALE_GROUP: "gpu"}, "no worker group of that name"),
         # Out of any sensible range: input errors, never a plan nor a retry.
         ({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "1" + "0" * 400}, "dataset-size='1000"),
@@ -600,3 +613,37 @@ def test_a_job_beyond_the_profile_says_how_far_under_assumed(small_store):
     inside = deadline_job("recommend", deadline="6h", replicas=2)
     shown = json.loads(notes_of(advise(inside, small_store, policy=POLICY, may_resize=True, now=NOW))[ann.PREDICTION])
     assert "extrapolation" not in shown["assumed"]
+
+
+def cluster_job() -> tuple[dict, dict, dict]:
+    """(a clusterSelector RayJob, the RayCluster it names, the same job with that cluster's spec in it)."""
+    notes = {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128", ann.DEADLINE: "14s",
+             ann.MODE: "enforce", ann.WORKERS_FROM: "cluster", ann.EPOCHS: "1"}  # fmt: skip
+    own = make_rayjob(annotations=notes, groups=[worker_group(replicas=4, maxReplicas=8)])
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shared", "namespace": "default"},
+               "spec": own["spec"]["rayClusterSpec"]}  # fmt: skip
+    selected = json.loads(json.dumps(own))
+    del selected["spec"]["rayClusterSpec"]
+    selected["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
+    return selected, cluster, own
+
+
+def test_a_cluster_selector_job_is_predicted_from_its_clusters_groups_and_never_resized(store):
+    selected, cluster, own = cluster_job()
+    mine = advise(own, store, policy=POLICY, may_resize=True, now=NOW)
+    theirs = advise(selected, store, policy=POLICY, may_resize=True, now=NOW, cluster=cluster)
+    assert mine.resized and theirs.error is None and not theirs.resized and theirs.p50 == mine.p50
+    prediction = json.loads(notes_of(theirs)[ann.PREDICTION])
+    assert prediction["assumed"]["cluster"] == "shared" and prediction["features"]["workers"] == 4
+    assert "spec" not in theirs.patch  # the shared cluster, and the job, keep their size
+    recommendation = json.loads(notes_of(theirs)[ann.RECOMMENDATION])  # advice only: the cluster's own size
+    assert "at the job's only size, 4 replicas" in recommendation["reason"]
+    without = advise(selected, store, policy=POLICY, may_resize=True, now=NOW)
+    assert "an existing RayCluster ('shared')" in without.error and "--cluster" in without.error
+
+
+def test_a_wrong_typed_cluster_is_named(store):
+    selected, cluster, _ = cluster_job()
+    cluster["spec"]["workerGroupSpecs"][0]["replicas"] = "4"
+    advice = advise(selected, store, policy=POLICY, may_resize=True, now=NOW, cluster=cluster)
+    assert advice.error == "RayCluster 'shared': spec.workerGroupSpecs.0.replicas: Input should be a valid integer"

@@ -292,7 +292,7 @@ def test_yaml_typing_surprises_in_annotations_name_the_fix(capsys, tmp_path, no_
         ("kind: RayJob\nmetadata:\n  labels: [a]\n", ":3: metadata.labels is not a map"),
         (
             'kind: RayJob\nmetadata:\n  annotations:\n    rayjob-advisor.io/dataset-size: "8"\nspec: 5\n',
-            "not a RayJob KubeRay's CRD accepts (AttributeError: 'int' object has no attribute 'get')",
+            "spec: Input should be a valid dictionary or instance of JobSpec",
         ),
     ],
     ids=[
@@ -429,3 +429,24 @@ def test_a_profile_too_small_to_bound_is_refused_with_the_rule(capsys, tmp_path)
     status, out, err = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", two_runs)
     assert (status, out) == (2, "")
     assert err == "rayjob-advisor: error: 2 runs cannot bound a prediction: a profile needs 9 runs or more\n"
+
+
+def test_predict_reads_the_cluster_a_cluster_selector_job_runs_on(capsys, tmp_path, profile_csv):
+    notes = {ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000", ann.BATCH_SIZE: "128"}
+    own = make_rayjob(annotations=notes, groups=[worker_group(replicas=4, maxReplicas=8)])
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shared"},
+               "spec": own["spec"]["rayClusterSpec"]}  # fmt: skip
+    selected = json.loads(json.dumps(own))
+    selected["spec"] = {"entrypoint": own["spec"]["entrypoint"], "clusterSelector": {"ray.io/cluster": "shared"}}
+    paths = {}
+    for name, manifest in (("own", own), ("selected", selected), ("cluster", cluster)):
+        paths[name] = tmp_path / f"{name}.yaml"
+        paths[name].write_text(yaml.safe_dump(manifest))
+    _, mine, _ = run(capsys, "predict", "-f", paths["own"], "--data", profile_csv)
+    status, theirs, _ = run(capsys, "predict", "-f", paths["selected"], "--cluster", paths["cluster"], "--data",
+                            profile_csv)  # fmt: skip
+    assert status == 0 and "predicted runtime" in theirs
+    predicted = [line for line in theirs.splitlines() if line.startswith("predicted runtime")]
+    assert predicted == [line for line in mine.splitlines() if line.startswith("predicted runtime")]
+    status, _, err = run(capsys, "predict", "-f", paths["selected"], "--data", profile_csv)
+    assert status == 2 and "an existing RayCluster ('shared')" in err and "--cluster" in err

@@ -229,7 +229,11 @@ def test_a_missing_rayjob_is_kubectls_not_found_line(live, kubectl):
         (["describe", "train", "-A"], 1, "error: a resource cannot be retrieved by name across all namespaces\n"),
         (["describe", "--context", "nowhere"], 1, 'error: context "nowhere" does not exist\n'),
         (["describe", "-n", "kube-system"], 0, "No resources found in kube-system namespace.\n"),
-        (["what-if", "mystery"], 1, "error: no RuntimeProfile for workload 'bert' in namespace 'default'"),
+        (
+            ["what-if", "mystery"],
+            1,
+            "error: no profile yet for workload 'bert': no RuntimeProfile in namespace 'default'",
+        ),
         (["what-if", "sizes", "--replicas", "0"], 1, "error: argument --replicas: '0': expected positive integers"),
         (["list", "--watch"], 1, "error: unrecognized arguments: --watch\nSee 'kubectl rayjob-advisor --help'"),
     ],

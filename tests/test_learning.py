@@ -129,7 +129,9 @@ def test_without_a_visible_profile_the_error_names_only_what_the_job_could_use()
     store = ProfileStore(shipped=False, shared_namespaces=("platform",))
     store.put("team-a", "secret", "secret-model", synthetic_observations(), [])
     store.put("platform", "bert", "bert", synthetic_observations(), [])
-    with pytest.raises(UnknownWorkload, match=r"'secret-model' in namespace 'team-b' or the shared") as info:
+    with pytest.raises(
+        UnknownWorkload, match=r"'secret-model': no RuntimeProfile in namespace 'team-b' or the shared"
+    ) as info:
         store.find("team-b", "secret-model")
     assert "known workloads: bert)" in str(info.value) and "secret" not in str(info.value).split("known")[1]
     assert store.find("team-a", "secret-model").label == "team-a/secret-model"

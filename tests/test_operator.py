@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import datetime as dt
 import json
+import logging
 import os
 import platform
 import re
@@ -28,9 +30,10 @@ from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.profiles import history
+from rayjob_advisor_testkit import emulator
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.lifecycle import finish, learned, notes, wait_for_note
-from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs
+from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, small_profile_runs, sync_sgd_time
 from rayjob_advisor_testkit.profiles import profiled_rayjob as rayjob
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 from rayjob_advisor_testkit.resources import AdvisorEmulator
@@ -93,15 +96,15 @@ def test_changed_input_annotations_are_predicted_again(live):
     assert second
 
 
-def test_unknown_workload_gets_an_error_annotation_and_a_warning_event(live):
+def test_a_workload_without_a_profile_gets_a_note_and_a_normal_event(live):
     api = live.api
     api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
-    error = wait_for_note(api, "mystery", ann.ERROR)
+    note = wait_for_note(api, "mystery", ann.NOTE)
     events = api.wait_until(lambda: [e for e in api.objects("events") if e["involvedObject"]["name"] == "mystery"], 30)
-    assert "no RuntimeProfile for workload 'bert'" in error
-    assert ann.PREDICTION not in notes(api, "mystery")
-    assert [(e["type"], e["reason"]) for e in events] == [("Warning", "CannotPredict")]
-    assert error in events[0]["message"]
+    assert "no profile yet for workload 'bert'" in note
+    assert ann.PREDICTION not in notes(api, "mystery") and ann.ERROR not in notes(api, "mystery")
+    assert [(e["type"], e["reason"]) for e in events] == [("Normal", "NoProfileYet")]
+    assert note in events[0]["message"]
 
 
 @pytest.mark.parametrize(
@@ -187,8 +190,8 @@ def test_a_teams_profile_serves_another_namespace_only_when_shared(shared, watch
             advisor.wait_for_model(WORKLOAD, "team-a")  # fitted, and still no other team's
             api.create(job)
             if not shared:
-                error = api.wait_until(lambda: notes(api, "train", "team-b").get(ann.ERROR), 30)
-                assert "no RuntimeProfile for workload 'synthetic' in namespace 'team-b'" in error
+                note = api.wait_until(lambda: notes(api, "train", "team-b").get(ann.NOTE), 30)
+                assert "no profile yet for workload 'synthetic': no RuntimeProfile in namespace 'team-b'" in note
                 assert ann.PREDICTION not in notes(api, "train", "team-b")
                 assert_no_invalid_writes(api)
                 return
@@ -389,7 +392,7 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
     port = free_port()
     with operator(api, metrics_port=port, metrics_job_ttl_seconds=2):
         api.create(rayjob("train", **{ann.DEADLINE: "1h"}))
-        api.create(rayjob("mystery", **{ann.WORKLOAD: "bert"}))
+        api.create(rayjob("mystery", **{ann.SCALE_GROUP: "gpu"}))
         predicted = float(wait_for_note(api, "train", ann.PREDICTED_RUNTIME_SECONDS))
         wait_for_note(api, "mystery", ann.ERROR)
         uid = api.get("rayjobs", "default", "train")["metadata"]["uid"]
@@ -413,7 +416,7 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
         )
     assert before[("rayjob_advisor_predicted_runtime_seconds", job)] == pytest.approx(predicted, abs=0.05)
     assert before[("rayjob_advisor_predictions_total", (("result", "predicted"), ("workload", WORKLOAD)))] == 1
-    assert before[("rayjob_advisor_predictions_total", (("result", "error"), ("workload", "bert")))] == 1
+    assert before[("rayjob_advisor_predictions_total", (("result", "error"), ("workload", WORKLOAD)))] == 1
     model = [key for key in before if key[0] == "rayjob_advisor_model_cv_error_ratio"]
     assert [dict(labels)["profile"] for _, labels in model] == [f"default/{WORKLOAD}"]
     assert ("rayjob_advisor_build_info", (("python", platform.python_version()), ("version", __version__))) in before
@@ -490,3 +493,48 @@ def test_no_library_warning_reaches_the_operators_log(api, monkeypatch):
             api.create(rayjob("train"))
             wait_for_note(api, "train", ann.PREDICTION)  # after a fit in the refit thread
     assert not [w for w in shown if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in shown]
+
+
+def test_a_new_workloads_finished_jobs_make_its_profile_in_their_namespace(caplog):
+    """No profiling first: 20 finished jobs of a new workload in a fresh namespace start its RuntimeProfile, which
+    says NotEnoughData until 9 runs and is then fitted; the first job's creation gets a note, never an error."""
+    caplog.set_level(logging.INFO)
+    sizes = [(replicas, size) for size in (4000, 8000, 16000, 32000) for replicas in (1, 2, 3, 4, 8)]
+    with AdvisorEmulator() as api, operator(api):
+        api.create_namespace("fresh")
+        for index, (replicas, size) in enumerate(sizes):
+            name = f"first-{index}"
+            job = make_rayjob(
+                annotations={ann.WORKLOAD: "newcomer", ann.DATASET_SIZE: str(size), ann.BATCH_SIZE: "128"},
+                groups=[worker_group(replicas=replicas, maxReplicas=8)],
+            )
+            job["metadata"].update(name=name, namespace="fresh")
+            api.create(job)
+            if index == 0:
+                note = api.wait_until(lambda: notes(api, "first-0", "fresh").get(ann.NOTE), 30)
+                assert note.startswith("no profile yet for workload 'newcomer'")
+                assert ann.ERROR not in notes(api, "first-0", "fresh")
+            finish(api, name, minutes=sync_sgd_time(size, replicas, 128, replicas) / 60, namespace="fresh")
+            if index == 0:  # the first run starts the profile, too few to fit
+                condition = api.wait_until(lambda: _fitted_condition(api, "fresh", "newcomer"), 30)
+                assert (condition["status"], condition["reason"]) == ("False", "NotEnoughData")
+
+        def fitted() -> dict | None:
+            status = api.get("runtimeprofiles", "fresh", "newcomer").get("status") or {}
+            model = status.get("model") or {}
+            return status if model.get("samples") == 20 and model.get("name") != "none" else None
+
+        status = api.wait_until(fitted, 90)
+        assert len(status["observations"]) == 20 and _fitted_condition(api, "fresh", "newcomer")["status"] == "True"
+        assert [p["metadata"]["name"] for p in api.objects("runtimeprofiles", "fresh")] == ["newcomer"]
+        assert api.get("runtimeprofiles", "fresh", "newcomer")["spec"] == {"workload": "newcomer", "observations": []}
+        assert_no_invalid_writes(api)
+    tracebacks = [record.getMessage() for record in caplog.records if record.exc_info]
+    assert len(tracebacks) < 5, tracebacks
+
+
+def _fitted_condition(api: AdvisorEmulator, namespace: str, name: str) -> dict | None:
+    with contextlib.suppress(emulator.ApiError):
+        conditions = (api.get("runtimeprofiles", namespace, name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Fitted"), None)
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 
@@ -83,7 +84,6 @@ def test_without_a_deadline_only_the_prediction_is_added(webhook):
     [
         ({ann.DATASET_SIZE: "lots"}, "dataset-size='lots'"),
         ({ann.DEADLINE: "soon"}, "neither an RFC 3339 time"),
-        ({ann.WORKLOAD: "unknown"}, "no RuntimeProfile for workload 'unknown'"),
         # Out of range: input errors, never plans.
         ({ann.DATASET_SIZE: "1" + "0" * 400}, "Input should be less than or equal to 1000000000000"),
         ({ann.DEADLINE: "87600h"}, "a deadline duration must be at most 8784h"),
@@ -174,14 +174,14 @@ def test_annotations_are_never_taken_past_256_kib(webhook):
     assert "over Kubernetes' limit of 262144: none written, replicas unchanged" in response["warnings"][0]
 
 
-def test_a_failure_is_named_in_the_warning(webhook):
+def test_a_wrong_type_is_named_in_the_warning_and_the_error_annotation(webhook):
     rayjob = job("enforce")
     rayjob["spec"]["rayClusterSpec"] = ["not", "a", "map"]
     response = webhook.review(rayjob)
-    assert response["allowed"] and "patch" not in response
-    assert response["warnings"] == [
-        "rayjob-advisor: could not advise: AttributeError: 'list' object has no attribute 'get'; admitted unchanged"
-    ]
+    text = "spec.rayClusterSpec: Input should be a valid dictionary or instance of ClusterSpec"
+    assert response["allowed"] and response["warnings"] == [f"rayjob-advisor: {text}"]
+    patch = json.loads(base64.b64decode(response["patch"]))
+    assert {"op": "add", "path": "/metadata/annotations/rayjob-advisor.io~1error", "value": text} in patch
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))

@@ -15,7 +15,8 @@ what-if`` all ask it, with the prices, default workload and hooks of the
 one configuration (``Policy``).
 
 ``advise``: the operator's ``forecast``, bad input turned into the ``error``
-annotation and a warning (it never raises for it). ``learn``: when a job has
+annotation and a warning (it never raises for it), a workload's first jobs
+into a ``note``. ``learn``: when a job has
 finished, what its run teaches (the observation to append, the error of our
 prediction, its deadline outcome).
 
@@ -38,8 +39,8 @@ from rayjob_advisor import contract, reasons
 from rayjob_advisor.advice import completions, planner, prediction
 from rayjob_advisor.advice.features import Features, features_from_rayjob
 from rayjob_advisor.advice.prediction import Prediction
-from rayjob_advisor.errors import AnnotationError, UnpredictableJob, UserError
-from rayjob_advisor.kuberay import hooks
+from rayjob_advisor.errors import AnnotationError, NoProfileYet, UnpredictableJob, UserError
+from rayjob_advisor.kuberay import hooks, spec
 from rayjob_advisor.kuberay.hooks import Progress
 from rayjob_advisor.kuberay.manifest import MergePatch, merge, metadata_patch
 from rayjob_advisor.kuberay.rayjob import RayJob
@@ -146,12 +147,20 @@ def job_inputs(rayjob: RayJob, policy: Policy) -> contract.AdvisorInputs:
 
 
 def advise(
-    body: Mapping[str, Any], profiles: ProfileSource, *, policy: Policy, may_resize: bool, now: dt.datetime
+    body: Mapping[str, Any],
+    profiles: ProfileSource,
+    *,
+    policy: Policy,
+    may_resize: bool,
+    now: dt.datetime,
+    cluster: Mapping[str, Any] | None = None,
 ) -> Advice:
     """The advisor's changes to one RayJob that has not started (``forecast``; a release only, of a job it leaves
     alone).
 
-    Bad input becomes the ``error`` annotation and a warning. Raises
+    Bad input (a field of the wrong type too, read by type first: ``spec``)
+    becomes the ``error`` annotation and a warning; a workload with no
+    profile yet (``NoProfileYet``) the ``note`` annotation. Raises
     ``ProfileNotReady`` while the profile's first fit is still running (a
     held job stays held until it is done).
     """
@@ -160,17 +169,25 @@ def advise(
         return Advice(patch=rayjob.release() if may_resize else {})
     inputs = None
     try:
+        spec.check(body)
         inputs = job_inputs(rayjob, policy).within_reach(now)
-        seen = forecast(body, profiles, policy=policy, may_resize=may_resize, now=now)
+        seen = forecast(body, profiles, policy=policy, may_resize=may_resize, now=now, cluster=cluster)
     except UserError as exc:
-        release = rayjob.release() if may_resize else {}
-        return _bad_input(rayjob, str(exc), release, workload=inputs.workload if inputs else None)
+        release, workload = rayjob.release() if may_resize else {}, inputs.workload if inputs else None
+        answer = _learning if isinstance(exc, NoProfileYet) else _bad_input
+        return answer(rayjob, str(exc), release, workload=workload)
     known = {"workload": seen.inputs.workload, "p50": seen.prediction.p50, "walltime": seen.walltime}
     return Advice(patch=seen.patch, messages=seen.messages, resized=seen.resized, **known)
 
 
 def forecast(
-    body: Mapping[str, Any], profiles: ProfileSource, *, policy: Policy, may_resize: bool, now: dt.datetime
+    body: Mapping[str, Any],
+    profiles: ProfileSource,
+    *,
+    policy: Policy,
+    may_resize: bool,
+    now: dt.datetime,
+    cluster: Mapping[str, Any] | None = None,
 ) -> Forecast:
     """What the advisor makes of one RayJob that has not started, and writes on it (nothing, but the release of a
     held job, on a job the operator leaves alone: ``left_alone`` says why).
@@ -183,11 +200,16 @@ def forecast(
     wire its head pod to report progress. Every input is checked before the
     profile is asked for its model (a fit, for a tool that fits when asked):
     a mistake costs no waiting. Raises ``UserError`` for bad input,
-    ``ProfileNotReady`` while the profile's fit is running.
+    ``ProfileNotReady`` while the profile's fit is running. ``cluster``: the
+    RayCluster a ``clusterSelector`` job runs on, read by the caller (the job
+    is predicted from its groups, never resized: ``kuberay.cluster``).
     """
     rayjob = RayJob(body)
+    spec.check(body)
+    if cluster is not None:
+        spec.check_cluster(cluster, f"RayCluster {RayJob(cluster).metadata.get('name')!r}")
     inputs = job_inputs(rayjob, policy).within_reach(now)
-    job = features_from_rayjob(body, inputs)
+    job = features_from_rayjob(body, inputs, cluster)
     prediction.require_predictable(job)
     fitted = profiles.fitted(rayjob.namespace, inputs.workload, job.accelerator)
     result = prediction.predict(job, fitted.model, fitted.label, inputs.confidence, now, fitted.choice.assumed)
@@ -215,7 +237,7 @@ def _planned(seen: Forecast, rayjob: RayJob, *, may_resize: bool, now: dt.dateti
     """``seen`` with the annotations of its prediction and plan, and in ``enforce`` mode the resize: not to more
     than ``reach`` times the most workers the profile measured (``Policy.max_extrapolation``)."""
     result, plan, job = seen.prediction, seen.plan, seen.job
-    notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None}
+    notes: dict[str, str | None] = {**result.annotations(), contract.ERROR: None, contract.NOTE: None}
     notes |= {contract.PREDICTED: contract.format_duration(result.p50), contract.DEADLINE_STATUS: "none"}
     if plan is None:
         return seen.model_copy(update={"patch": metadata_patch(notes)})
@@ -305,6 +327,15 @@ def failed(body: Mapping[str, Any], message: str, *, may_resize: bool) -> Advice
     return _bad_input(rayjob, message, rayjob.release() if may_resize else {}, workload=None)
 
 
+def _learning(rayjob: RayJob, message: str, release: MergePatch, workload: str | None) -> Advice:
+    """A workload's first jobs (``NoProfileYet``): the ``note`` annotation and a warning, no ``error``; a Normal
+    Event only when the note is new."""
+    new = rayjob.annotations.get(contract.NOTE) != message
+    note = Message(reason=reasons.NO_PROFILE_YET, text=message, event=new)
+    patch = merge(metadata_patch({contract.NOTE: message, contract.ERROR: None}), release)
+    return Advice(patch=patch, messages=(note,), workload=workload)
+
+
 def _bad_input(rayjob: RayJob, message: str, release: MergePatch, workload: str | None) -> Advice:
     """The ``error`` annotation and a warning; an Event only when the error is new (no repeats on updates)."""
     new = rayjob.annotations.get(contract.ERROR) != message
@@ -331,6 +362,10 @@ class Lesson(pydantic.BaseModel):
 def learn(body: Mapping[str, Any], policy: Policy) -> Lesson:
     """A finished RayJob's actual runtime, our error and its deadline outcome; a malformed status is reported."""
     rayjob = RayJob(body)
+    try:
+        spec.check(body)
+    except UnpredictableJob as exc:
+        return Lesson(messages=(Message(reason=reasons.CANNOT_LEARN, text=f"{exc}", warning=True),))
     try:
         inputs: contract.AdvisorInputs | None = job_inputs(rayjob, policy)
     except AnnotationError:

@@ -70,6 +70,7 @@ ORIGINAL_REPLICAS = PREFIX + "original-replicas"
 ACTUAL_RUNTIME_SECONDS = PREFIX + "actual-runtime-seconds"
 PREDICTION_ERROR = PREFIX + "prediction-error"
 ERROR = PREFIX + "error"
+NOTE = PREFIX + "note"  # not an error: e.g. no profile yet, learned from the job once it finishes
 # Once the job runs: its expected end at the median and at the upper bound (RFC 3339), refined by progress reports;
 # the last report (compact JSON); the Warning Events already posted (comma-separated reasons, posted once each).
 ETA = PREFIX + "eta"

@@ -50,6 +50,11 @@ class UnknownWorkload(UserError, LookupError):
     """No profile serves the workload a RayJob names (or it names none)."""
 
 
+class NoProfileYet(UnknownWorkload):
+    """The workload has no profile the job may use yet, or its own has too few runs: not a mistake to fix, since
+    the workload's finished jobs make one (a note on the job, not an ``error``)."""
+
+
 class BadProfile(UserError, ValueError):
     """A RuntimeProfile the operator cannot use (no workload, an invalid observation, not an object)."""
 

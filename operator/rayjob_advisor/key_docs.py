@@ -27,6 +27,7 @@ from rayjob_advisor.contract import (
     KUEUE_GATES,
     KUEUE_MAX_RUN_DURATION,
     MODE,
+    NOTE,
     ORIGINAL_REPLICAS,
     PLACEMENT,
     PLANNER_GATE,
@@ -207,6 +208,14 @@ KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
             _RAYJOB,
             "why no prediction could be made, and what to fix (removed once a prediction succeeds)",
             "dataset-size: Input should be greater than 0",
+        ),
+        KeyDoc(
+            NOTE,
+            _RAYJOB,
+            "why there is no prediction yet when nothing is wrong: the workload has no profile the job may use, or "
+            "too few runs in it; its finished jobs make one (removed once a prediction succeeds)",
+            "no profile yet for workload 'bert' in namespace 'team-a': it is learned from this workload's "
+            "finished jobs",
         ),
     ),
     "Labels written by the advisor on a RayJob (for `kubectl get -L` and `-l`)": (

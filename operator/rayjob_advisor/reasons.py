@@ -11,6 +11,7 @@ from typing import Final, NamedTuple
 
 # Advice before a RayJob runs (application.advise).
 CANNOT_PREDICT: Final = "CannotPredict"  # bad input or an unknown workload: the ``error`` annotation says what
+NO_PROFILE_YET: Final = "NoProfileYet"  # a workload's first jobs: the ``note`` annotation says so
 RECOMMENDED: Final = "Recommended"  # a plan in ``recommend`` mode (an admission warning only)
 RESIZED: Final = "Resized"  # ``enforce`` resized the scaled group and Ray Train with it
 NOT_RESIZED: Final = "NotResized"  # ``enforce`` could not resize: the text names the annotation to add
@@ -54,6 +55,15 @@ REASON_DOCS: tuple[ReasonDoc, ...] = (
         "the job's `rayjob-advisor.io/error` annotation",
         "fix what the message names (see Troubleshooting); the advisor predicts again when the annotations or spec "
         "change",
+    ),
+    ReasonDoc(
+        NO_PROFILE_YET,
+        "Normal Event, admission warning",
+        "no prediction yet: no profile of the job's workload is visible from its namespace, or its own has too few "
+        "runs to fit; the same text is in the job's `rayjob-advisor.io/note` annotation",
+        "nothing: each finished job of the workload is learned into a RuntimeProfile in its namespace, predictions "
+        "start once it is fitted (9 runs); check the workload's spelling, or profile it first "
+        "(docs/guides/profiles.md)",
     ),
     ReasonDoc(
         RECOMMENDED,

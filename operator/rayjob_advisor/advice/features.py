@@ -77,6 +77,7 @@ class Features(pydantic.BaseModel):
         return self.training.blocker or self.missing_inputs
 
     accelerator: str | None = None  # canonical (``contract.canonical_accelerator``); None: the job does not say
+    cluster: str | None = None  # the existing RayCluster it runs on (``clusterSelector``), whose groups these are
 
     @property
     def pods(self) -> int:
@@ -129,14 +130,17 @@ class Features(pydantic.BaseModel):
         return (low, max(low, group.max_replicas))
 
 
-def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs) -> Features:
+def features_from_rayjob(
+    rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs, existing: Mapping[str, Any] | None = None
+) -> Features:
     """The features of a RayJob manifest (a dict as the API server returns it).
 
-    ``inputs`` are its advisor annotations, parsed by ``contract.parse_inputs``.
+    ``inputs`` are its advisor annotations, parsed by ``contract.parse_inputs``;
+    ``existing``: the RayCluster its ``clusterSelector`` names, if it has one.
     Raises ``UnpredictableJob`` when the manifest does not say what will run,
     ``AnnotationError`` when ``scale-group`` names no group.
     """
-    on = training_pods(rayjob, inputs)
+    on = training_pods(rayjob, inputs, existing)
     workers = on.training.at(on.pods)
     return Features(
         workload=inputs.workload,
@@ -152,6 +156,7 @@ def features_from_rayjob(rayjob: Mapping[str, Any], inputs: contract.AdvisorInpu
         placement=inputs.placement or on.placement,
         **_batch(inputs, workers),
         accelerator=inputs.accelerator or on.accelerator,
+        cluster=on.cluster,
     )
 
 

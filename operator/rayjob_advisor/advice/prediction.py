@@ -104,6 +104,7 @@ def predict(
         assumed={
             **model.assumptions(features),
             **({"accelerator": assumed_accelerator} if assumed_accelerator else {}),
+            **({"cluster": features.cluster} if features.cluster else {}),
         },
         time=now or contract.now(),
     )

@@ -22,9 +22,10 @@ _YAML_STRING = "tag:yaml.org,2002:str"
 _YAML_TYPES = {"bool": "a boolean", "int": "an integer", "float": "a number", "timestamp": "a timestamp"}
 
 
-def read_rayjob(path: pathlib.Path) -> dict[str, Any]:
-    """The one RayJob of a (possibly multi-document) manifest file (``-``: standard input), its metadata as the API
-    server decodes it (``metadata`` a map, ``annotations`` and ``labels`` maps of strings)."""
+def read_rayjob(path: pathlib.Path, kind: str = "RayJob") -> dict[str, Any]:
+    """The one RayJob (or other ``kind``: a RayCluster) of a (possibly multi-document) manifest file (``-``: standard
+    input), its metadata as the API server decodes it (``metadata`` a map, ``annotations`` and ``labels`` maps of
+    strings)."""
     stdin = str(path) == "-"
     if stdin:
         path = pathlib.Path("<stdin>")  # how the messages below name it
@@ -37,13 +38,13 @@ def read_rayjob(path: pathlib.Path) -> dict[str, Any]:
         raise UsageError(f"{path}: not a YAML manifest (not UTF-8 text)") from None
     except (OSError, yaml.YAMLError) as exc:
         raise UsageError(str(exc)) from None
-    rayjobs = [(node, d) for node, d in documents if isinstance(d, dict) and d.get("kind") == "RayJob"]
+    rayjobs = [(node, d) for node, d in documents if isinstance(d, dict) and d.get("kind") == kind]
     if len(rayjobs) != 1:
-        raise UsageError(f"{path}: expected exactly one RayJob document, found {len(rayjobs)}")
+        raise UsageError(f"{path}: expected exactly one {kind} document, found {len(rayjobs)}")
     node, rayjob = rayjobs[0]
     metadata = _child(node, "metadata")
     if not isinstance(rayjob.get("metadata") or {}, dict):
-        raise UsageError(f"{path}: the RayJob's metadata is not a map")
+        raise UsageError(f"{path}: the {kind}'s metadata is not a map")
     for field in ("annotations", "labels"):
         values = _child(metadata, field)
         if values is not None and values.tag != "tag:yaml.org,2002:null" and not isinstance(values, yaml.MappingNode):

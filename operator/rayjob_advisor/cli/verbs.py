@@ -118,6 +118,11 @@ def _parser() -> argparse.ArgumentParser:
         help="also what if the job ran on each of these accelerators, e.g. a100,h100: one row per accelerator and "
         "size, from that accelerator's runs, priced per accelerator (RAYJOB_ADVISOR_ACCELERATOR_GPU_HOUR_PRICES)",
     )
+    predict.add_argument(
+        "--cluster",
+        type=pathlib.Path,
+        help="the RayCluster manifest (YAML) a clusterSelector job runs on: predicted from its groups, never resized",
+    )
     predict.set_defaults(handler=_predict)
 
     profile = commands.add_parser(
@@ -394,14 +399,9 @@ def _predict(args: argparse.Namespace) -> None:
     policy = config.policy({}).model_copy(update={"default_workload": args.workload or config.default_workload})
     source = _RunsFile(args) if args.data else ProfileStore(fits_when_asked=True)
     now = contract.now()
-    try:
-        held = RayJob(rayjob).hold is not None
-        seen = application.forecast(rayjob, source, policy=policy, may_resize=held, now=now)
-    except (AttributeError, TypeError, KeyError, IndexError) as exc:  # a field of the wrong type in the spec
-        raise UsageError(
-            f"{args.filename}: not a RayJob KubeRay's CRD accepts ({type(exc).__name__}: {exc}); "
-            "`kubectl apply --dry-run=server -f` names the field"
-        ) from None
+    held = RayJob(rayjob).hold is not None
+    cluster = read_rayjob(args.cluster, "RayCluster") if args.cluster else None
+    seen = application.forecast(rayjob, source, policy=policy, may_resize=held, now=now, cluster=cluster)
     if warning := seen.choice.warning(seen.profile):
         print(f"rayjob-advisor: warning: {warning}", file=sys.stderr)
     rows = seen.what_if()

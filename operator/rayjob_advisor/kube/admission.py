@@ -157,8 +157,13 @@ def warnings(texts: list[str]) -> list[str]:
 
 
 def annotations_size(annotations: Mapping[str, str]) -> int:
-    """Kubernetes' measure of ``metadata.annotations``: bytes of every key and value."""
-    return sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
+    """Kubernetes' measure of ``metadata.annotations``: bytes of every key and value (a lone surrogate counts as
+    the 3 bytes of the replacement character Go decodes it to)."""
+    return sum(len(_utf8(key)) + len(_utf8(value)) for key, value in annotations.items())
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _annotated(body: Mapping[str, Any], patch: MergePatch) -> dict[str, str]:

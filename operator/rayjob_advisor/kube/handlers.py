@@ -26,6 +26,7 @@ from rayjob_advisor.profiles.codec import condition
 REGISTRY = wiring.registry()
 logger = logging.getLogger(__name__)
 RETRY_SECONDS = wiring.RETRY_SECONDS
+RETRIES = wiring.RETRIES
 
 
 # RuntimeProfiles: load runs into the store; the refitter fits them in the background.
@@ -69,14 +70,14 @@ def _waiting(body: kopf.Body, status: Mapping[str, Any], memo: wiring.Memo, **_:
     return wiring.in_scope(body, memo) and is_waiting(status)
 
 
-@kopf.on.resume(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
-@kopf.on.create(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
-@kopf.on.update(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, registry=REGISTRY)
-def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
+@kopf.on.resume(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, retries=RETRIES, registry=REGISTRY)
+@kopf.on.create(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, retries=RETRIES, registry=REGISTRY)
+@kopf.on.update(*wiring.RAYJOBS, when=_waiting, backoff=RETRY_SECONDS, retries=RETRIES, registry=REGISTRY)
+def predict(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, retry: int, **_: Any) -> None:
     """Predict (and plan) a RayJob that has not started; a job held for us is also resized and released."""
     rayjob = RayJob(body)
     key, held = (rayjob.namespace, name, uid), rayjob.hold is not None
-    advice = _advice(body, memo, policy=memo.policy(key[0]), may_resize=held)
+    advice = _advice(body, memo, policy=memo.policy(key[0]), may_resize=held, retry=retry)
     memo.metrics.advised(key, advice.workload, advice.p50, advice.error, advice.resized, "controller")
     wiring.post(body, *advice.messages)
     merge(patch, advice.patch)
@@ -138,12 +139,15 @@ async def stop_progress_endpoint(memo: wiring.Memo, **_: Any) -> None:
         await memo.progress.stop()
 
 
-def _advice(body: kopf.Body, memo: wiring.Memo, *, policy: application.Policy, may_resize: bool) -> application.Advice:
-    """The advice, retried shortly while the profile is being fitted; any other failure is reported on the job."""
+def _advice(
+    body: kopf.Body, memo: wiring.Memo, *, policy: application.Policy, may_resize: bool, retry: int
+) -> application.Advice:
+    """The advice, retried while the profile is being fitted (``wiring.backoff``); any other failure is reported on
+    the job."""
     try:
         return application.advise(body, memo.store, policy=policy, may_resize=may_resize, now=contract.now())
     except RetryableError as exc:
-        raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+        raise wiring.retry_later(exc, retry, "the prediction") from exc
     except Exception as exc:
         logger.exception("could not predict %s", body.get("metadata", {}).get("name"))
         return application.failed(body, f"could not predict: {type(exc).__name__}: {exc}", may_resize=may_resize)
@@ -154,14 +158,17 @@ def _finished(body: kopf.Body, status: Mapping[str, Any], memo: wiring.Memo, **_
 
 
 @kopf.on.field(*wiring.RAYJOBS, field=DEPLOYMENT_STATUS_FIELD, when=_finished, backoff=RETRY_SECONDS,
-               registry=REGISTRY)  # fmt: skip
-async def finished(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, **_: Any) -> None:
+               retries=RETRIES, registry=REGISTRY)  # fmt: skip
+async def finished(
+    body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo: wiring.Memo, retry: int, **_: Any
+) -> None:
     """Record the actual runtime and the deadline outcome; append the run to its profile exactly once.
 
     Metrics and deadline Events follow a learned run once, after it is stored: only the try that
     stored it reports it. A run found stored already (a retry after the job's annotations failed to
     patch, or a previous leader) was reported then; only the annotations are written again.
-    A run not to be learned (a failed job) is reported by the one handling of its finish.
+    A run not to be learned (a failed job) is reported by the one handling of its finish. A run its
+    profile cannot take is reported once (a ``CannotLearn`` Event), then retried with ``wiring.backoff``.
     """
     namespace = RayJob(body).namespace
     key = (namespace, name, uid)
@@ -172,8 +179,8 @@ async def finished(body: kopf.Body, name: str, uid: str, patch: kopf.Patch, memo
             appended = await asyncio.to_thread(
                 kubeapi.append_observation, memo.kube, memo.store, namespace, observation
             )
-        except RetryableError as exc:
-            raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+        except Exception as exc:
+            raise wiring.retry_later(exc, retry, "the run could not be learned", body, reasons.CANNOT_LEARN) from exc
         if not appended:
             memo.metrics.learned(key, None, None)  # this replica's per-job gauge ends; counters were counted then
             merge(patch, lesson.patch)

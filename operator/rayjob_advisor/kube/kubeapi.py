@@ -21,7 +21,7 @@ import kubernetes
 import urllib3
 
 from rayjob_advisor import contract, reasons
-from rayjob_advisor.errors import NoCluster, ProfileConflict
+from rayjob_advisor.errors import NoCluster, NoProfileYet, ProfileConflict
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.profiles import codec, history
 from rayjob_advisor.profiles.profile import Profile
@@ -233,7 +233,9 @@ def append_observation(
     Runs are only ever written into the job's own ``namespace``: into the
     profile ``find`` resolves there, or, when the job was served by a shared
     or shipped profile, into a new RuntimeProfile in its namespace seeded
-    with that profile's runs (from then on the namespace's own profile).
+    with that profile's runs (from then on the namespace's own profile); the
+    first run of a workload with no profile visible starts one, without seed
+    runs (``NotEnoughData`` until it holds enough).
     The run joins the bounded history of ``status`` (``history``: a window
     of runs per configuration, per-configuration summaries, the last learned
     keys). Appends to one profile are serialized in the process (one writer
@@ -244,11 +246,14 @@ def append_observation(
     profile kept changing.
     """
     assert observation.workload is not None  # learned runs always name their workload
-    profile = store.find(namespace, observation.workload)
-    target, name = namespace, profile.name
-    if profile.namespace != namespace or name is None:
+    try:
+        profile: Profile | None = store.find(namespace, observation.workload)
+    except NoProfileYet:
+        profile = None  # the workload's first run here: it starts the profile
+    target, name = namespace, profile.name if profile else None
+    if profile is None or profile.namespace != namespace or name is None:
         name = codec.resource_name(observation.workload)
-        _create_seeded(api, target, name, observation.workload, profile.observations)
+        _create_seeded(api, target, name, observation.workload, profile.observations if profile else [])
     writer = _writer(target, name)
     mine = _Pending(codec.observation_to_k8s(observation))
     with writer.guard:

@@ -31,7 +31,7 @@ import kubernetes
 from rayjob_advisor import application, contract
 from rayjob_advisor.application import Message, Policy
 from rayjob_advisor.background import BackgroundLoop
-from rayjob_advisor.errors import UserError, hide_library_warnings
+from rayjob_advisor.errors import AdvisorError, UserError, hide_library_warnings
 from rayjob_advisor.kube import kubeapi, reports, sweep
 from rayjob_advisor.kube.config import OperatorConfig
 from rayjob_advisor.kube.metrics import JobKey, Metrics
@@ -44,6 +44,8 @@ from rayjob_advisor.profiles.store import ProfileStore
 RAYJOBS = kubeapi.RAYJOBS
 PROFILES = kubeapi.PROFILES
 RETRY_SECONDS = 1.0  # API errors and not-yet-fitted profiles: try again soon, not after kopf's 60 s
+MAX_BACKOFF_SECONDS = 600.0  # a failure that persists is retried after a doubling delay, up to this
+RETRIES = 24  # then kopf gives the handler up (about 3 hours of tries): no handler is retried forever
 STARTUP_BACKOFF_SECONDS = 2.0  # after kubeapi's own retries: start-up tries again soon, not after kopf's 60 s
 logger = logging.getLogger(__name__)
 
@@ -196,6 +198,25 @@ def post(body: kopf.Body, *messages: Message) -> None:
     for message in messages:
         if message.event:
             (kopf.warn if message.warning else kopf.info)(body, reason=message.reason, message=message.text)
+
+
+def backoff(retry: int) -> float:
+    """The delay before a failed handler's next try (``retry``: kopf's count of tries so far): doubling from
+    ``RETRY_SECONDS``, capped at ``MAX_BACKOFF_SECONDS``."""
+    return min(MAX_BACKOFF_SECONDS, RETRY_SECONDS * 2.0 ** min(retry, 30))
+
+
+def retry_later(
+    exc: Exception, retry: int, what: str, body: kopf.Body | None = None, reason: str | None = None
+) -> kopf.TemporaryError:
+    """The error that retries a handler after ``backoff``: our own errors (a fit under way, a profile that cannot
+    take a run) and an API server that does not answer are one log line; anything else is a bug, its traceback
+    logged on the first try only. A user's error is reported once on ``body`` (a Warning Event of ``reason``)."""
+    if isinstance(exc, UserError) and body is not None and reason is not None and retry == 0:
+        post(body, Message(reason=reason, text=f"{what}: {exc}", warning=True))
+    if not (isinstance(exc, AdvisorError) or kubeapi.transient(exc)) and retry == 0:
+        logger.error("%s failed", what, exc_info=exc)
+    return kopf.TemporaryError(f"{what}: {type(exc).__name__}: {exc}", delay=backoff(retry))
 
 
 def registry() -> kopf.OperatorRegistry:

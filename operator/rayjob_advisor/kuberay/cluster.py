@@ -2,8 +2,10 @@
 
 Training runs on the scaled worker group (``scale-group``, by default the GPU
 group, else the largest) or, in a cluster without worker groups, on the head
-pod alone. A job on an existing cluster (``clusterSelector``) says nothing of
-its size: it can be neither predicted nor resized.
+pod alone. A job on an existing RayCluster (``clusterSelector``, KubeRay's
+``ray.io/cluster`` label naming it, in the job's namespace) says nothing of its
+size: it is predicted from that cluster's groups (``cluster``), and never
+resized — the cluster is shared.
 """
 
 from __future__ import annotations
@@ -16,11 +18,27 @@ import pydantic
 from rayjob_advisor import contract
 from rayjob_advisor.errors import UnpredictableJob
 from rayjob_advisor.kuberay.groups import WorkerGroup, container_resources, scale_group, worker_groups
+from rayjob_advisor.kuberay.manifest import nested
 from rayjob_advisor.kuberay.scheduling import pod_accelerator
 from rayjob_advisor.kuberay.training import TrainingCount, training_count
 
 AUTOSCALED = "enableInTreeAutoscaling: the Ray autoscaler owns the replicas of every worker group"
 HEAD_ONLY = "the cluster has no worker groups: the job runs on the head pod alone"
+CLUSTER_LABEL = "ray.io/cluster"  # what a clusterSelector matches: KubeRay's label of a RayCluster's name
+
+
+def selected_cluster(rayjob: Mapping[str, Any]) -> str | None:
+    """The RayCluster a job's ``clusterSelector`` names (None: the job makes its own cluster).
+
+    Raises ``UnpredictableJob`` for a selector without KubeRay's ``ray.io/cluster`` label.
+    """
+    selector = nested(rayjob, "spec", "clusterSelector")
+    if not selector:
+        return None
+    name = selector.get(CLUSTER_LABEL)
+    if not name:
+        raise UnpredictableJob(f"spec.clusterSelector has no {CLUSTER_LABEL} label: it names no RayCluster")
+    return str(name)
 
 
 class TrainingPods(pydantic.BaseModel):
@@ -37,26 +55,32 @@ class TrainingPods(pydantic.BaseModel):
     resize_blocker: str | None = None
     placement: contract.Placement | None = None  # what the group's pod template requires
     accelerator: str | None = None  # the accelerator the pods select
+    cluster: str | None = None  # the existing RayCluster it runs on (``clusterSelector``)
 
     @property
     def pods(self) -> int:
         return self.group.workers if self.group else 1
 
 
-def training_pods(rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs) -> TrainingPods:
+def training_pods(
+    rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs, existing: Mapping[str, Any] | None = None
+) -> TrainingPods:
     """The pods a RayJob manifest (a dict as the API server returns it) trains on.
 
-    ``inputs`` are its advisor annotations, parsed by ``contract.parse_inputs``.
+    ``inputs`` are its advisor annotations, parsed by ``contract.parse_inputs``;
+    ``existing``: the RayCluster its ``clusterSelector`` names, if it has one.
     Raises ``UnpredictableJob`` when the manifest does not say what will run,
     ``AnnotationError`` when ``scale-group`` names no group.
     """
     spec = rayjob.get("spec") or {}
-    if spec.get("clusterSelector"):
+    name = selected_cluster(rayjob)
+    if name is not None and existing is None:
         raise UnpredictableJob(
-            "spec.clusterSelector runs the job on an existing RayCluster: its size is not in the "
-            "RayJob, so it can be neither predicted nor resized"
+            f"spec.clusterSelector runs the job on an existing RayCluster ({name!r}): its size is in that cluster, "
+            "not in the RayJob (offline: rayjob-advisor predict -f JOB --cluster CLUSTER)"
         )
-    cluster = spec.get("rayClusterSpec")
+    shared = f"the job runs on the existing RayCluster {name!r} (clusterSelector): a shared cluster is never resized"
+    cluster = nested(existing, "spec") if name is not None else spec.get("rayClusterSpec")
     if not cluster:
         raise UnpredictableJob("spec.rayClusterSpec is missing: the RayJob does not say what cluster it runs on")
     groups = worker_groups(cluster)
@@ -71,8 +95,10 @@ def training_pods(rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs) -> 
             training=training_count(spec, inputs, 1),
             resize_blocker=HEAD_ONLY,
             accelerator=pod_accelerator(head.get("template")),
+            cluster=name,
         )
     group = scale_group(groups, inputs.scale_group)
+    autoscaled = AUTOSCALED if cluster.get("enableInTreeAutoscaling") else None
     if group.workers == 0:
         reason = "is suspended" if group.suspended else "has 0 replicas"
         raise UnpredictableJob(f"worker group {group.name!r} {reason}: no worker to run the training on")
@@ -82,7 +108,8 @@ def training_pods(rayjob: Mapping[str, Any], inputs: contract.AdvisorInputs) -> 
         gpus=group.gpus,
         memory_bytes=group.memory_bytes,
         training=training_count(spec, inputs, group.workers),
-        resize_blocker=AUTOSCALED if cluster.get("enableInTreeAutoscaling") else None,
+        resize_blocker="; ".join(blocker for blocker in (name and shared, autoscaled) if blocker) or None,
         placement=group.placement,
         accelerator=group.accelerator,
+        cluster=name,
     )

@@ -57,6 +57,13 @@ def _time(value: Any, what: str) -> dt.datetime:
     return contract.parse_timestamp(value)
 
 
+def _mapping(value: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``value[key]`` when it is a mapping, else empty: whether a job asks for advice, and kopf's filters, are
+    answered on any body; its wrong types are reported once it does (``spec.check``)."""
+    found = value.get(key)
+    return found if isinstance(found, Mapping) else {}
+
+
 @dataclasses.dataclass(frozen=True)
 class RayJob:
     """Read-only accessors over a RayJob body (a kopf ``Body`` or a plain dict)."""
@@ -65,15 +72,15 @@ class RayJob:
 
     @property
     def metadata(self) -> Mapping[str, Any]:
-        return self.body.get("metadata") or {}
+        return _mapping(self.body, "metadata")
 
     @property
     def annotations(self) -> Mapping[str, str]:
-        return self.metadata.get("annotations") or {}
+        return _mapping(self.metadata, "annotations")
 
     @property
     def labels(self) -> Mapping[str, str]:
-        return self.metadata.get("labels") or {}
+        return _mapping(self.metadata, "labels")
 
     @property
     def namespace(self) -> str:
@@ -81,11 +88,11 @@ class RayJob:
 
     @property
     def status(self) -> Mapping[str, Any]:
-        return self.body.get("status") or {}
+        return _mapping(self.body, "status")
 
     @property
     def spec(self) -> Mapping[str, Any]:
-        return self.body.get("spec") or {}
+        return _mapping(self.body, "spec")
 
     def created(self, default: dt.datetime) -> dt.datetime:
         """``metadata.creationTimestamp``; at admission the API server has not set it yet: ``default``."""

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from rayjob_advisor import contract
-from rayjob_advisor.errors import ProfileNotReady, UnknownWorkload
+from rayjob_advisor import contract, reasons
+from rayjob_advisor.errors import NoProfileYet, ProfileNotReady, UnknownWorkload
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import AcceleratorChoice, Observation, read_observations
 from rayjob_advisor.profiles.profile import Profile
@@ -136,9 +136,9 @@ class ProfileStore:
             known = ", ".join(sorted({w for ns, w in self._profiles if ns in visible} | set(self._shipped))) or "none"
         shared = ", ".join(self.shared_namespaces)
         where = f"namespace {namespace!r}" + (f" or the shared namespaces ({shared})" if shared else "")
-        raise UnknownWorkload(
-            f"no RuntimeProfile for workload {workload!r} in {where} and no shipped profile of that name "
-            f"(known workloads: {known})"
+        raise NoProfileYet(
+            f"no profile yet for workload {workload!r}: no RuntimeProfile in {where} and no shipped profile of that "
+            f"name (known workloads: {known}); it is learned from this workload's finished jobs"
         )
 
     def fitted(self, namespace: str, workload: str | None, accelerator: str | None) -> FittedProfile:
@@ -151,6 +151,12 @@ class ProfileStore:
         choice = profile.choose(accelerator)
         model, error = profile.model_for(choice.used)
         if model is None:
+            fit = profile.last_fit
+            learning = profile.namespace == namespace and fit is not None and fit.reason == reasons.NOT_ENOUGH_DATA
+            if error and learning:  # its own profile, which its finished jobs fill
+                raise NoProfileYet(
+                    f"profile {profile.label}: {error}; it is learned from this workload's finished jobs"
+                )
             if error:
                 raise UnknownWorkload(f"profile {profile.label}: {error}")
             raise ProfileNotReady(
