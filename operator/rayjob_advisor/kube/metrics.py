@@ -11,15 +11,16 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from rayjob_advisor import __version__
 from rayjob_advisor.advice.completions import Completion, DeadlineOutcome
 from rayjob_advisor.advice.eta import Eta
+from rayjob_advisor.background import BackgroundLoop
 
 PREFIX = "rayjob_advisor_"
 ERROR_BUCKETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0)
@@ -27,6 +28,7 @@ ADMISSION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 JOB_LABELS = ("namespace", "name", "uid")
 DEADLINE_OUTCOMES = ("met", "missed", "failed")  # completions.DeadlineOutcome.outcome
 REWRITE_PATHS = ("controller", "webhook")
+LOOPS = ("refit", "sweep")  # the background loops' names
 JobKey = tuple[str, str, str]
 
 
@@ -75,6 +77,27 @@ class JobGauges(Collector):
                 if key in values:
                     family.add_metric(job, values[key])
             yield family
+
+
+class LoopFailures(Collector):
+    """Each background loop's failed units of work (a job of the sweep, a profile's publication), as it counts them.
+
+    The loops are those ``loops()`` lists when scraped; the known ones start at 0, as every counter here does.
+    """
+
+    def __init__(self) -> None:
+        self.loops: Callable[[], Iterable[BackgroundLoop]] = list
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        counts = dict.fromkeys(LOOPS, 0) | {loop.name: loop.failures for loop in self.loops()}
+        family = CounterMetricFamily(
+            f"{PREFIX}background_failures",
+            "units of work a background loop could not do (each tried again)",
+            labels=["loop"],
+        )
+        for name, count in counts.items():
+            family.add_metric([name], count)
+        yield family
 
 
 class Metrics:
@@ -128,6 +151,8 @@ class Metrics:
         build.labels(__version__, platform.python_version()).set(1)
         self.jobs = JobGauges(job_ttl)
         r.register(self.jobs)
+        self.loop_failures = LoopFailures()
+        r.register(self.loop_failures)
         self._models: dict[str, str] = {}
 
     def serve(self, port: int) -> None:

@@ -68,6 +68,7 @@ class Memo:
             shipped=self.config.shipped_profiles, shared_namespaces=self.config.shared_profile_namespaces
         )
         self.metrics = Metrics(job_ttl=self.config.metrics_job_ttl_seconds)
+        self.metrics.loop_failures.loops = self.loops
 
     @property
     def kube(self) -> kubernetes.client.CustomObjectsApi:
