@@ -253,17 +253,20 @@ def test_the_webhook_and_the_progress_endpoint_get_their_connection_limits():
 
 
 TOKENREVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
+PODS = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]  # whether a reporter's pod is the job's
 
 
 def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_webhooks_certificate():
     assert TOKENREVIEWS[0] not in rules(render({}), "ClusterRole", "advisor-rayjob-advisor-controller")[0]
     objects = render(VALUE_SETS["progress and hooks"])
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-controller") == [
-        NAMESPACED + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS
+        NAMESPACED + PODS + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS
     ]
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]  # not the webhook
     namespaced = render({"namespaces": ["ml-team"], "progress": {"enabled": True}})
     assert rules(namespaced, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER + TOKENREVIEWS]
+    (role,) = [r for r in by_kind(namespaced, "Role") if r["metadata"]["namespace"] == "ml-team"]
+    assert role["rules"] == NAMESPACED + PODS + peering("kopfpeerings")
     env = env_of(objects, "advisor-rayjob-advisor-controller")
     assert env["RAYJOB_ADVISOR_PROGRESS_PORT"] == "8444" and env["RAYJOB_ADVISOR_PROGRESS_AUDIENCE"] == "rayjob-advisor"
     assert env["RAYJOB_ADVISOR_TLS_CERT_FILE"] == "/tls/tls.crt" and env["RAYJOB_ADVISOR_SWEEP_INTERVAL_SECONDS"]

@@ -37,7 +37,8 @@ from rayjob_advisor.kuberay.manifest import MergePatch
 from rayjob_advisor.kuberay.rayjob import RayJob
 
 MAX_SECONDS = 10 * 366 * 86400.0  # ten years of runtime: more is an edit of the annotation, not a prediction
-Seconds = Annotated[float, pydantic.Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Seconds = Annotated[float, pydantic.Field(ge=1e-3, le=MAX_SECONDS, allow_inf_nan=False)]
+"""Runtime: finite, from a millisecond (as the runs of a profile) to ten years."""
 Work = Annotated[float, pydantic.Field(ge=0, le=contract.MAX_COUNT, allow_inf_nan=False)]
 """Steps or epochs: finite, at most a trillion."""
 # Kubernetes' names: a namespace is a DNS label, a RayJob's name a DNS subdomain; a uid is a UUID.
@@ -209,7 +210,8 @@ def refine(body: Mapping[str, Any], report: Report, now: dt.datetime) -> tuple[E
         left = (1 - fraction) * predicted_left + fraction * observed_left
         spread = max(predicted.upper / predicted.p50, 1.0)
         upper_left = max(left * (1 + (spread - 1) * (1 - fraction)), observed_left)
-    eta = Eta(median=now + _seconds(left), upper=now + _seconds(upper_left))
+    # a trickle of work (a report of 1e-9 steps done) projects beyond any date: no ETA is further than MAX_SECONDS
+    eta = Eta(median=now + _seconds(min(left, MAX_SECONDS)), upper=now + _seconds(min(upper_left, MAX_SECONDS)))
     progress = Progress(
         unit=report.unit, total=report.total, first_time=first_time, first_done=first_done, time=now, done=report.done
     )
