@@ -413,7 +413,7 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
         )
     assert before[("rayjob_advisor_predicted_runtime_seconds", job)] == pytest.approx(predicted, abs=0.05)
     assert before[("rayjob_advisor_predictions_total", (("result", "predicted"), ("workload", WORKLOAD)))] == 1
-    assert before[("rayjob_advisor_predictions_total", (("result", "error"), ("workload", "bert")))] == 1
+    assert before[("rayjob_advisor_predictions_total", (("result", "error"), ("workload", "other")))] == 1  # bert
     model = [key for key in before if key[0] == "rayjob_advisor_model_cv_error_ratio"]
     assert [dict(labels)["profile"] for _, labels in model] == [f"default/{WORKLOAD}"]
     assert ("rayjob_advisor_build_info", (("python", platform.python_version()), ("version", __version__))) in before
@@ -490,3 +490,27 @@ def test_no_library_warning_reaches_the_operators_log(api, monkeypatch):
             api.create(rayjob("train"))
             wait_for_note(api, "train", ann.PREDICTION)  # after a fit in the refit thread
     assert not [w for w in shown if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in shown]
+
+
+def test_made_up_workload_names_never_become_metric_series():
+    """Issue 21: 200 RayJobs with random workload names, created and deleted, leave one ``other`` series, not 200 (a
+    workload label is one that resolved to a profile)."""
+    with running_advisor(objects=[profile_manifest()], **QUICK_REFITS) as advisor:
+        api, registry = advisor.api, advisor.memo.metrics.registry
+        api.create(rayjob("known"))
+        wait_for_note(api, "known", ann.PREDICTED_RUNTIME_SECONDS)
+        names = [f"random-{n}" for n in range(200)]
+        for name in names:
+            api.create(rayjob(name, **{ann.WORKLOAD: os.urandom(6).hex()}))
+        api.wait_until(lambda: all(notes(api, name).get(ann.ERROR) for name in names), 120)
+        for name in names:
+            api.delete("rayjobs", "default", name)
+        series = {
+            (metric.name, tuple(sorted(sample.labels.items())))
+            for metric in registry.collect()
+            for sample in metric.samples
+            if "workload" in sample.labels
+        }
+    workloads = {dict(labels)["workload"] for _, labels in series}
+    assert workloads == {WORKLOAD, "other"}, sorted(workloads)[:5]
+    assert len(series) <= 4, series

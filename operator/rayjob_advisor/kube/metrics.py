@@ -3,7 +3,9 @@
 Per-job gauges are labelled ``namespace, name, uid`` (as KubeRay's
 ``kuberay_job_execution_duration_seconds`` is, so the two join) and expire
 ``job_ttl`` seconds after the job finished, so finished jobs do not pile up
-as series forever.
+as series forever. A ``workload`` label is a workload that resolved to a
+profile (one fitted here, or a job predicted from it), else ``other``: a
+tenant's made-up workload names never become series.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ JOB_LABELS = ("namespace", "name", "uid")
 DEADLINE_OUTCOMES = ("met", "missed", "failed")  # completions.DeadlineOutcome.outcome
 REWRITE_PATHS = ("controller", "webhook")
 LOOPS = ("refit", "sweep")  # the background loops' names
+OTHER = "other"  # the workload label of a job whose workload resolved to no profile
 JobKey = tuple[str, str, str]
 
 
@@ -154,13 +157,19 @@ class Metrics:
         self.loop_failures = LoopFailures()
         r.register(self.loop_failures)
         self._models: dict[str, str] = {}
+        self._workloads: set[str] = set()  # resolved to a profile: the only workload names that become labels
+
+    def _workload(self, workload: str | None) -> str:
+        """``workload`` as a label: itself once it has resolved to a profile, else ``other``."""
+        return workload if workload is not None and workload in self._workloads else OTHER
 
     def serve(self, port: int) -> None:
         """``/metrics`` on ``port`` (a background thread)."""
         start_http_server(port, registry=self.registry)
 
-    def profile_fitted(self, profile: str, model: str, cv_error: float) -> None:
+    def profile_fitted(self, profile: str, workload: str, model: str, cv_error: float) -> None:
         """One series per profile: the previous model's goes when the selection changes."""
+        self._workloads.add(workload)
         previous = self._models.get(profile)
         if previous is not None and previous != model:
             self.model_cv_error.remove(profile, previous)
@@ -170,8 +179,10 @@ class Metrics:
     def advised(
         self, job: JobKey, workload: str | None, p50: float | None, error: str | None, resized: bool, path: str
     ) -> None:
-        """One piece of advice given (by ``path``: controller or webhook)."""
-        self.predictions.labels(workload or "", "error" if error else "predicted").inc()
+        """One piece of advice given (by ``path``: controller or webhook); a prediction resolved its workload."""
+        if p50 is not None and workload is not None:
+            self._workloads.add(workload)
+        self.predictions.labels(self._workload(workload), "error" if error else "predicted").inc()
         if p50 is not None:
             self.jobs.set(job, predicted=p50)
         if resized:
@@ -183,7 +194,7 @@ class Metrics:
 
     def overran(self, workload: str | None) -> None:
         """A running job passed its prediction's upper bound (counted once per job)."""
-        self.upper_bound_exceeded.labels(workload or "").inc()
+        self.upper_bound_exceeded.labels(self._workload(workload)).inc()
 
     def learned(self, job: JobKey, completion: Completion | None, deadline: DeadlineOutcome | None) -> None:
         """A finished job: its actual runtime, our error, its deadline outcome, or why it was not learned."""
@@ -196,7 +207,7 @@ class Metrics:
         if observation is None:
             self.unlearned.labels(completion.outcome).inc()
             return
-        workload = observation.workload or ""
+        workload = self._workload(observation.workload)
         if completion.relative_error is not None and completion.predicted_seconds is not None:
             self.prediction_error.labels(workload).observe(completion.relative_error)
             if completion.predicted_seconds < observation.execution_seconds:
