@@ -133,6 +133,8 @@ def test_controller_and_webhook_shapes(rendered):
         return
     assert deployments["advisor-rayjob-advisor-webhook"]["spec"]["replicas"] == 2
     assert by_kind(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
+    for deployment in deployments.values():  # a controller ready only once started; a webhook once it listens
+        assert all(container["readinessProbe"] for container in deployment["spec"]["template"]["spec"]["containers"])
     (configuration,) = webhooks
     (hook,) = configuration["webhooks"]
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
@@ -504,3 +506,8 @@ def test_the_image_is_what_the_docs_build_or_a_digest():
     digest = "sha256:" + "ab" * 32
     pinned = render({"image": {"repository": "registry.example/ml/rayjob-advisor", "tag": "x", "digest": digest}})
     assert advisor_images(pinned) == {f"registry.example/ml/rayjob-advisor@{digest}"}
+
+
+def test_one_webhook_replica_gets_no_disruption_budget_that_would_block_every_drain():
+    assert not by_kind(render({"webhook": {"replicas": 1}}), "PodDisruptionBudget")
+    assert by_kind(render({"webhook": {"replicas": 3}}), "PodDisruptionBudget")
