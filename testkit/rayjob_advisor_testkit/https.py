@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import ssl
+import urllib.error
 import urllib.parse
 from collections.abc import Mapping
 
@@ -24,7 +25,8 @@ class Endpoint:
         source: str | None = None,
     ) -> tuple[int, str, bytes]:
         """(HTTP status, reason, body) of the answer to any request body (trusting ``context``'s CA if given), sent
-        from the address ``source`` if given (any of 127.0.0.0/8 on loopback: another client's)."""
+        from the address ``source`` if given (any of 127.0.0.0/8 on loopback: another client's). A connection or
+        TLS failure raises ``urllib.error.URLError``."""
         url = urllib.parse.urlsplit(self.url)
         connection = http.client.HTTPSConnection(
             url.hostname or "", url.port, context=context or self.context, timeout=30,
@@ -34,5 +36,7 @@ class Endpoint:
             connection.request("POST", url.path, body, {"Content-Type": "application/json", **(headers or {})})
             answer = connection.getresponse()
             return answer.status, answer.reason, answer.read()
+        except OSError as exc:  # as urllib raises it: a connection or TLS failure
+            raise urllib.error.URLError(exc) from exc
         finally:
             connection.close()
