@@ -389,7 +389,9 @@ def metrics_page() -> str:
     intro = (
         "The controller and the webhook serve these on `/metrics` (port `metrics.port` of the chart, 9090). "
         "Per-job gauges (`namespace`, `name`, `uid`) join KubeRay's own job metrics and expire "
-        "`RAYJOB_ADVISOR_METRICS_JOB_TTL_SECONDS` after the job ends. The chart's dashboard and alerts are built "
+        "`RAYJOB_ADVISOR_METRICS_JOB_TTL_SECONDS` after the job ends. A `workload` label names a workload that "
+        "resolved to a profile, else it is `other`: made-up workload names never become series. "
+        "The chart's dashboard and alerts are built "
         "on them ([Dashboard and alerts](../tutorials/dashboard-and-alerts.md))."
     )
     body = table(["series", "type", "labels", "what"], _metric_rows())

@@ -100,3 +100,41 @@ def test_a_loop_ended_by_what_no_step_should_raise_is_reported_dead():
     assert loop.problem() == "the test thread is not running"
     loop.stop()
     assert loop.problem() is None  # stopped on purpose
+
+
+class Units(BackgroundLoop):
+    """A loop over units of work, as the sweep's: ``fails(unit)`` says which raise, each isolated."""
+
+    def __init__(self, units: list[str], fails: Callable[[str], bool], stuck_after: float) -> None:
+        super().__init__("units", 0.01, stuck_after=stuck_after)
+        self.units, self.fails = units, fails
+        self.done: list[str] = []
+
+    def step(self) -> None:
+        for unit in self.units:
+            try:
+                if self.fails(unit):
+                    raise RuntimeError(f"{unit} is poisoned")
+                self.done.append(unit)
+            except RuntimeError:
+                self.failed(unit)
+            else:
+                self.succeeded()
+
+
+def test_one_failing_unit_is_counted_and_the_others_go_on_but_a_loop_that_only_fails_is_reported():
+    some = Units(["bad", "good"], lambda unit: unit == "bad", stuck_after=0.2)
+    only = Units(["bad", "worse"], lambda unit: True, stuck_after=0.2)
+    for loop in (some, only):
+        loop.start()
+    try:
+        wait_for(lambda: some.failures >= 3 and only.failures >= 3)
+        assert "good" in some.done
+        wait_for(lambda: only.problem() is not None)
+        assert (only.problem() or "").startswith("the units thread has only failed for ")
+        assert (only.problem() or "").endswith("(last: worse)")
+        time.sleep(0.3)
+        assert some.problem() is None  # failing on one unit, succeeding on another: working
+    finally:
+        for loop in (some, only):
+            loop.stop()

@@ -133,6 +133,8 @@ def test_controller_and_webhook_shapes(rendered):
         return
     assert deployments["advisor-rayjob-advisor-webhook"]["spec"]["replicas"] == 2
     assert by_kind(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
+    for deployment in deployments.values():  # a controller ready only once started; a webhook once it listens
+        assert all(container["readinessProbe"] for container in deployment["spec"]["template"]["spec"]["containers"])
     (configuration,) = webhooks
     (hook,) = configuration["webhooks"]
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
@@ -253,17 +255,20 @@ def test_the_webhook_and_the_progress_endpoint_get_their_connection_limits():
 
 
 TOKENREVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
+PODS = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]  # whether a reporter's pod is the job's
 
 
 def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_webhooks_certificate():
     assert TOKENREVIEWS[0] not in rules(render({}), "ClusterRole", "advisor-rayjob-advisor-controller")[0]
     objects = render(VALUE_SETS["progress and hooks"])
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-controller") == [
-        NAMESPACED + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS
+        NAMESPACED + PODS + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS
     ]
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]  # not the webhook
     namespaced = render({"namespaces": ["ml-team"], "progress": {"enabled": True}})
     assert rules(namespaced, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER + TOKENREVIEWS]
+    (role,) = [r for r in by_kind(namespaced, "Role") if r["metadata"]["namespace"] == "ml-team"]
+    assert role["rules"] == NAMESPACED + PODS + peering("kopfpeerings")
     env = env_of(objects, "advisor-rayjob-advisor-controller")
     assert env["RAYJOB_ADVISOR_PROGRESS_PORT"] == "8444" and env["RAYJOB_ADVISOR_PROGRESS_AUDIENCE"] == "rayjob-advisor"
     assert env["RAYJOB_ADVISOR_TLS_CERT_FILE"] == "/tls/tls.crt" and env["RAYJOB_ADVISOR_SWEEP_INTERVAL_SECONDS"]
@@ -501,3 +506,8 @@ def test_the_image_is_what_the_docs_build_or_a_digest():
     digest = "sha256:" + "ab" * 32
     pinned = render({"image": {"repository": "registry.example/ml/rayjob-advisor", "tag": "x", "digest": digest}})
     assert advisor_images(pinned) == {f"registry.example/ml/rayjob-advisor@{digest}"}
+
+
+def test_one_webhook_replica_gets_no_disruption_budget_that_would_block_every_drain():
+    assert not by_kind(render({"webhook": {"replicas": 1}}), "PodDisruptionBudget")
+    assert by_kind(render({"webhook": {"replicas": 3}}), "PodDisruptionBudget")

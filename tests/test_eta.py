@@ -82,6 +82,17 @@ def test_a_deadline_is_at_risk_while_it_is_ahead_and_the_upper_bound_ends_after_
     assert both == "DeadlineAtRisk"
 
 
+@pytest.mark.parametrize(
+    "prediction", ['{"p50": 1, "upper": 1e300}', '{"p50": 1, "upper": Infinity}', '{"p50": NaN, "upper": 9}']
+)
+def test_an_edited_prediction_out_of_bounds_is_no_prediction(prediction):
+    """A tenant may edit their job's annotations: an unbounded number would overflow the ETA arithmetic."""
+    body = running(**{ann.PREDICTION: prediction, ann.ETA: "soon", ann.ETA_UPPER: "2026-03-01T12:15:00"})
+    assert eta.bounds(body["metadata"]["annotations"]) is None
+    assert eta.written(body["metadata"]["annotations"]) is None  # garbage, and a time without its offset
+    assert eta.due_alerts(body, START + dt.timedelta(days=400)) == [] and eta.on_start(body) == {}
+
+
 def report(done: float, total: float = 100, unit: str = "steps") -> eta.Report:
     return eta.Report(namespace="default", name="train", done=done, total=total, unit=unit)
 
@@ -206,3 +217,27 @@ def test_a_job_whose_upper_bound_ends_after_its_deadline_is_at_risk_while_time_r
         (event,) = api.wait_until(lambda: warnings(api, "late", "DeadlineAtRisk"), 10)
         assert f"may miss its deadline {deadline}" in event["message"] and "left to act" in event["message"]
         assert not warnings(api, "late", "RuntimeOverrun")
+
+
+def test_one_jobs_edited_annotations_or_bad_start_do_not_silence_the_other_jobs_warnings(api):
+    """The sweep poisoning of issue 21: a job checked first whose numbers overflow (an edited ``prediction``, or a
+    start in the year 9999 no bound of ours covers) is that job's failure, counted; the jobs after it are warned."""
+    with running_advisor(api=api, **QUICK_REFITS, sweep_interval_seconds=0.1) as advisor:
+        for name in ("poisoned", "far-future", "victim"):
+            api.create(job(name))
+        for name in ("poisoned", "far-future", "victim"):
+            api.wait_until(lambda name=name: notes(api, name).get(ann.PREDICTION), 60)
+        start(api, "poisoned", dt.datetime.now(dt.UTC))
+        api.wait_until(lambda: notes(api, "poisoned").get(ann.ETA), 5)
+        edit = {ann.PREDICTION: '{"p50": 1, "upper": 1e300}', ann.ETA_UPPER: "garbage"}
+        api.patch("rayjobs", "default", "poisoned", {"metadata": {"annotations": edit}})
+        start(api, "far-future", dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC))
+        time.sleep(0.5)  # both checked by several sweeps first
+        start(api, "victim", dt.datetime.now(dt.UTC) - dt.timedelta(minutes=30))
+        (event,) = api.wait_until(lambda: warnings(api, "victim", "RuntimeOverrun"), 10)
+        assert "longer than its predicted upper bound" in event["message"]
+        registry = advisor.memo.metrics.registry
+        failures = registry.get_sample_value("rayjob_advisor_background_failures_total", {"loop": "sweep"})
+        assert failures is not None and failures >= 1  # the far-future job's overflow, once per sweep
+        assert advisor.memo.sweeper is not None and advisor.memo.sweeper.problem() is None  # others succeed
+        assert not warnings(api, "poisoned", "RuntimeOverrun")  # its edited prediction is no prediction

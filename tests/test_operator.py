@@ -392,8 +392,8 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
     port = free_port()
     with operator(api, metrics_port=port, metrics_job_ttl_seconds=2):
         api.create(rayjob("train", **{ann.DEADLINE: "1h"}))
-        api.create(rayjob("mystery", **{ann.SCALE_GROUP: "gpu"}))
         predicted = float(wait_for_note(api, "train", ann.PREDICTED_RUNTIME_SECONDS))
+        api.create(rayjob("mystery", **{ann.SCALE_GROUP: "gpu"}))  # its workload resolved by now: labelled by it
         wait_for_note(api, "mystery", ann.ERROR)
         uid = api.get("rayjobs", "default", "train")["metadata"]["uid"]
         job = (("name", "train"), ("namespace", "default"), ("uid", uid))
@@ -538,3 +538,28 @@ def _fitted_condition(api: AdvisorEmulator, namespace: str, name: str) -> dict |
         conditions = (api.get("runtimeprofiles", namespace, name).get("status") or {}).get("conditions") or []
         return next((c for c in conditions if c["type"] == "Fitted"), None)
     return None
+
+
+def test_made_up_workload_names_never_become_metric_series():
+    """Issue 21: 200 RayJobs with random workload names, created and deleted, leave one ``other`` series, not 200 (a
+    workload label is one that resolved to a profile)."""
+    with running_advisor(objects=[profile_manifest()], **QUICK_REFITS) as advisor:
+        api, registry = advisor.api, advisor.memo.metrics.registry
+        api.create(rayjob("known"))
+        wait_for_note(api, "known", ann.PREDICTED_RUNTIME_SECONDS)
+        names = [f"random-{n}" for n in range(200)]
+        for name in names:
+            api.create(rayjob(name, **{ann.WORKLOAD: os.urandom(6).hex()}))
+        api.wait_until(lambda: all(notes(api, name).get(ann.NOTE) for name in names), 120)  # no profile yet
+        for name in names:
+            api.delete("rayjobs", "default", name)
+        series = {
+            (metric.name, tuple(sorted(sample.labels.items())))
+            for metric in registry.collect()
+            for sample in metric.samples
+            if "workload" in sample.labels
+        }
+    workloads = {dict(labels)["workload"] for _, labels in series}
+    assert workloads <= {WORKLOAD, "other"}, sorted(workloads)[:5]
+    assert ("rayjob_advisor_predictions", (("result", "unprofiled"), ("workload", "other"))) in series
+    assert len(series) <= 4, series

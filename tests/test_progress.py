@@ -3,6 +3,7 @@ and the Ray Train callback that sends them, in a real Ray Train run."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import json
 import logging
@@ -83,11 +84,11 @@ def post(advisor: RunningAdvisor, body: object, token: str | None) -> tuple[int,
     return status, answer.decode()
 
 
-def test_a_report_from_the_jobs_namespace_refines_its_eta(advisor):
+def test_a_report_from_the_jobs_head_pod_refines_its_eta(advisor):
     api = advisor.api
     stored = started(api, "reported")
     before = notes(api, "reported")[ann.ETA]
-    token = api.tokens.issue("default", "ray-head", audiences=[AUDIENCE], pod="reported-head")
+    token = api.ray_pod("default", "reported", audience=AUDIENCE)
     report = {"namespace": "default", "name": "reported", "uid": stored["metadata"]["uid"], "done": 95, "total": 100}
     status, text = post(advisor, report, token)
     assert status == 200, text
@@ -111,18 +112,29 @@ def test_a_report_from_the_jobs_namespace_refines_its_eta(advisor):
         ("job", {"done": 1, "total": 10, "extra": 1}, 400, "extra"),
         ("job", {"done": 1, "total": 10, "name": "missing"}, 404, "no RayJob default/missing"),
         ("job", {"done": 1, "total": 10, "uid": "another"}, 409, "another job"),
+        ("job", {"done": 1, "total": 1e300}, 400, "less than or equal to 1000000000000"),
+        ("frontend-pod", {"done": 99, "total": 100}, 403, "is not a pod of RayJob default/"),
+        ("frontend-account", {"done": 99, "total": 100}, 403, "is not RayJob default/"),
+        ("head-account", {"done": 99, "total": 100}, 403, "reports only with RayJob default/"),
     ],
 )
 def test_reports_are_refused_with_one_line_saying_why(advisor, who, report, status, words):
+    """Among them, issue 21's forged ETA: another pod of the job's namespace (a web frontend's), or its service
+    account's token bound to no pod, may not move the job's ETA; the head pod's account without a pod, only with
+    the job's uid."""
     api = advisor.api
     name = f"refused-{status}-{len(api.objects('rayjobs'))}"
     started(api, name)
+    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-web", "namespace": "default"}})
     tokens = {
         "none": None,
         "forged": "emulated.forged",
         "api-audience": api.tokens.issue("default"),
         "other-namespace": api.tokens.issue("kube-system", audiences=[AUDIENCE]),
-        "job": api.tokens.issue("default", audiences=[AUDIENCE]),
+        "job": api.ray_pod("default", name, audience=AUDIENCE),
+        "frontend-pod": api.tokens.issue("default", "web", audiences=[AUDIENCE], pod=f"{name}-web"),
+        "frontend-account": api.tokens.issue("default", "web", audiences=[AUDIENCE]),
+        "head-account": api.tokens.issue("default", audiences=[AUDIENCE]),
     }
     body = {"namespace": "default", "name": name, **report}
     answer, text = post(advisor, body, tokens[who])
@@ -134,9 +146,101 @@ def test_a_job_not_running_cannot_be_reported_on(advisor):
     api = advisor.api
     api.create(job("waiting"))
     api.wait_until(lambda: notes(api, "waiting").get(ann.PREDICTION), 60)
-    token = api.tokens.issue("default", audiences=[AUDIENCE])
+    token = api.ray_pod("default", "waiting", audience=AUDIENCE)
     status, text = post(advisor, {"namespace": "default", "name": "waiting", "done": 1, "total": 2}, token)
     assert status == 409 and "not running" in text
+
+
+# Issue 21: what any pod of the cluster may send costs little, and never a 5xx.
+
+
+MALFORMED = [
+    b"",
+    b"\xff\xfe not utf-8",
+    b"[]",
+    b"null",
+    b'"report"',
+    b'{"namespace": "default"}',
+    b'{"namespace": "default", "name": "%s", "done": "1", "total": {}}',
+    b'{"namespace": "default", "name": "%s", "done": -1, "total": 10}',
+    b'{"namespace": "default", "name": "%s", "done": NaN, "total": 10}',
+    b'{"namespace": "default", "name": "%s", "done": 1, "total": Infinity}',
+    b'{"namespace": "default", "name": "%s", "done": 1, "total": 1e999}',
+    b'{"namespace": "Default/../x", "name": "%s", "done": 1, "total": 10}',
+    b'{"namespace": "default", "name": "%s/status", "done": 1, "total": 10}',
+    b'{"namespace": "default", "name": "%s", "uid": "a/b", "done": 1, "total": 10}',
+    b'{"namespace": "default", "name": "%s", "done": 1, "total": 10, "unit": "hours"}',
+    b'{"namespace": "default", "name": "%s", "done": 0.5, "total": 1e-300}',
+    b'{"namespace": "default", "name": "%s", "done": 1e-300, "total": 1000000000000}',
+]
+
+
+def test_malformed_reports_get_a_4xx_never_a_5xx(advisor):
+    """Among them a trickle of work (1e-300 steps done of a trillion), which projected the ETA beyond year 9999."""
+    api = advisor.api
+    started(api, "malformed")
+    token = api.ray_pod("default", "malformed", audience=AUDIENCE)
+    answers = []
+    for body in MALFORMED:
+        raw = body.replace(b"%s", b"malformed")
+        status, _, text = advisor.progress.post(raw, {"Authorization": f"Bearer {token}"}, source="127.0.0.4")
+        answers.append((raw, status, text.decode(errors="replace")))
+    assert [a for a in answers if a[1] >= 500] == []
+    assert [(raw, status, text) for raw, status, text in answers[:-1] if status != 400] == []
+    assert answers[-1][1] == 200  # bounded: an ETA at most ten years ahead
+
+
+def test_repeated_reports_of_a_pod_are_answered_from_the_last_eta_without_an_api_call(advisor):
+    api = advisor.api
+    stored = started(api, "chatty")
+    token = api.ray_pod("default", "chatty", audience=AUDIENCE)
+    report = {"namespace": "default", "name": "chatty", "uid": stored["metadata"]["uid"], "total": 100}
+    patches = len(api.requests("PATCH", "rayjobs", name="chatty"))
+    first = [post(advisor, {**report, "done": done}, token) for done in (10, 20, 30)]
+    assert [status for status, _ in first] == [200] * 3 and first[0][1] == first[1][1] == first[2][1]
+    assert json.loads(notes(api, "chatty")[ann.PROGRESS])["done"] == 10
+    assert post(advisor, {**report, "done": 100}, token)[0] == 200  # the end is always recorded
+    assert json.loads(notes(api, "chatty")[ann.PROGRESS])["done"] == 100
+    assert len(api.requests("PATCH", "rayjobs", name="chatty")) == patches + 2
+
+
+def test_a_flood_of_bogus_tokens_costs_at_most_one_review_each_and_a_report_goes_through(advisor):
+    """Issue 21's TokenReview flood: 32 clients with bogus tokens, from another address, 4 requests each (and one
+    token sent 20 times at once); a report from the job's head pod, from its own address, still succeeds."""
+    api = advisor.api
+    stored = started(api, "flooded")
+    token = api.ray_pod("default", "flooded", audience=AUDIENCE)
+    reviews = len(api.requests("POST", "tokenreviews"))
+    body = json.dumps({"namespace": "default", "name": "flooded", "done": 1, "total": 10}).encode()
+    bogus = [f"emulated.bogus-{n}" for n in range(32)]
+
+    def attack(token: str, source: str) -> int:
+        return advisor.progress.post(body, {"Authorization": f"Bearer {token}"}, source=source)[0]
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        flood = [pool.submit(attack, bogus[n % 32], "127.0.0.2") for n in range(128)]
+        same = [pool.submit(attack, "emulated.one-token", "127.0.0.3") for _ in range(20)]
+        report = {"namespace": "default", "name": "flooded", "uid": stored["metadata"]["uid"], "done": 5, "total": 10}
+        status, text = post(advisor, report, token)
+        statuses = [future.result() for future in flood + same]
+    assert status == 200, text
+    assert set(statuses) <= {401, 429} and 429 in statuses  # refused, and throttled per address before a review
+    sent = len(api.requests("POST", "tokenreviews")) - reviews
+    assert sent <= len(bogus) + 2, sent  # at most one per distinct token (the job's own included)
+    answers = [advisor.progress.post(body, {"Authorization": "Bearer x"}, source="127.0.0.5") for _ in range(80)]
+    throttled = [text for status, _, text in answers if status == 429]
+    assert throttled and b"from this address; try again in 1 s" in throttled[0]
+
+
+def test_a_throttled_api_server_is_asked_once_and_the_report_refused_at_once(advisor):
+    api = advisor.api
+    started(api, "throttled")
+    token = api.ray_pod("default", "throttled", audience=AUDIENCE)
+    reviews = len(api.requests("POST", "tokenreviews"))
+    api.inject_fault("POST", "tokenreviews", status=429, times=1)
+    status, text = post(advisor, {"namespace": "default", "name": "throttled", "done": 1, "total": 10}, token)
+    assert status == 503 and "ApiException" in text
+    assert len(api.requests("POST", "tokenreviews")) == reviews + 1  # no retry: the reporter sends its next report
 
 
 def injected(advisor: RunningAdvisor, stored: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,10 +253,10 @@ def injected(advisor: RunningAdvisor, stored: dict, monkeypatch: pytest.MonkeyPa
             monkeypatch.setenv(variable["name"], variable["value"])
 
 
-def token_file(api: AdvisorEmulator, folder: pathlib.Path) -> str:
-    """A projected token of the job's namespace for the advisor, as the kubelet writes it."""
+def token_file(api: AdvisorEmulator, folder: pathlib.Path, rayjob: str) -> str:
+    """The projected token of ``rayjob``'s head pod for the advisor, as the kubelet writes it."""
     path = folder / "token"
-    path.write_text(api.tokens.issue("default", "ray-head", audiences=[AUDIENCE]))
+    path.write_text(api.ray_pod("default", rayjob, audience=AUDIENCE))
     return str(path)
 
 
@@ -160,13 +264,13 @@ def test_the_callback_verifies_the_endpoint_with_the_injected_ca(advisor, tmp_pa
     api = advisor.api
     stored = started(api, "pem")
     injected(advisor, stored, monkeypatch)
-    callback = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path), interval=0)
+    callback = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path, "pem"), interval=0)
     assert (callback.rayjob, callback.ca_file) == ("pem", None) and "BEGIN CERTIFICATE" in (callback.ca_pem or "")
     callback.after_report(None, [{}], None)
     assert json.loads(notes(api, "pem")[ann.PROGRESS])["done"] == 1
     other_ca, _, _ = make_certificates(tmp_path)  # another CA: the endpoint's certificate does not verify
     monkeypatch.setenv("RAYJOB_ADVISOR_PROGRESS_CA_PEM", other_ca.read_text())
-    stranger = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path), interval=0)
+    stranger = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path, "pem"), interval=0)
     with caplog.at_level(logging.WARNING):
         stranger.after_report(None, [{}], None)
         stranger.after_report(None, [{}], None)
@@ -202,7 +306,7 @@ def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path, monkeyp
         unit="epochs",
         namespace="default",  # a pod's own, from its service-account mount
         uid=stored["metadata"]["uid"],
-        token_file=token_file(api, tmp_path),  # the injected mount's path, here
+        token_file=token_file(api, tmp_path, "real"),  # the injected mount's path, here
         interval=0,
     )
 

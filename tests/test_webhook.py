@@ -195,3 +195,16 @@ def test_kopfs_own_failure_fails_open(webhook):
     response = json.loads(body)["response"]
     assert status == 200 and response["allowed"] and "patch" not in response
     assert response["warnings"][0].startswith("rayjob-advisor: could not answer: UnknownResourceError: ")
+
+
+def test_a_review_naming_another_namespace_lists_none_of_the_others_workloads(webhook):
+    """Issue 21's disclosure: an unknown workload's warning lists the workloads the job's namespace may use (its own,
+    the shared ones, the shipped ones), never another namespace's (this webhook's profile is in ``default``)."""
+    forged = job(**{ann.WORKLOAD: "nope"})
+    forged["metadata"]["namespace"] = "team-a"
+    _, response = webhook.admit(forged)
+    (warning,) = response["warnings"]
+    assert "no RuntimeProfile for workload 'nope' in namespace 'team-a'" in warning
+    assert WORKLOAD not in warning.partition("known workloads:")[2]
+    same = job(**{ann.WORKLOAD: "nope"})
+    assert WORKLOAD in webhook.admit(same)[1]["warnings"][0]  # listed in its own namespace

@@ -82,10 +82,11 @@ class BadReview(UserError, ValueError):
 class Rejected(UserError):
     """A progress report refused: the HTTP status and the one line the reporter gets."""
 
-    def __init__(self, status: int, text: str) -> None:
+    def __init__(self, status: int, text: str, retry_after: float | None = None) -> None:
         super().__init__(text)
         self.status = status
         self.text = text
+        self.retry_after = retry_after  # a 429's: seconds until the reporter may try again
 
 
 class NotRefinable(UserError, ValueError):

@@ -1,5 +1,5 @@
 """What the emulator serves for the advisor: RayJobs (real KubeRay CRD), RuntimeProfiles (our CRD), kopf's peerings,
-core resources, and TokenReviews of the service-account tokens it issues."""
+core resources, pods (the Ray pods KubeRay would make), and TokenReviews of the service-account tokens it issues."""
 
 from __future__ import annotations
 
@@ -115,6 +115,7 @@ def advisor_resources(tokens: TokenAuthority | None = None) -> list[emulator.Res
             verbs=frozenset({"create"}), schema=schemas.TOKENREVIEW_SCHEMA,
             validate=schemas.schema_validator(schemas.TOKENREVIEW_SCHEMA), review=tokens.review,
         ),
+        emulator.ResourceSpec("", "v1", "pods", "Pod", namespaced=True, short_names=("po",)),
         *emulator.PEERING_RESOURCES,
         *emulator.KUBE_RESOURCES,
     ]  # fmt: skip
@@ -147,3 +148,17 @@ class AdvisorEmulator(emulator.Emulator):
                 status[field] = stamp
                 status.setdefault("rayJobInfo", {})[field] = stamp
         return self.patch_status("rayjobs", namespace, name, status)
+
+    def ray_pod(self, namespace: str, rayjob: str, *, service_account: str = "default", audience: str) -> str:
+        """Act as KubeRay and the kubelet: name the job's RayCluster in its status (``<rayjob>-<5 characters>``) if
+        it has none, make a head pod of it, and issue that pod's projected token for ``audience``."""
+        status = self.get("rayjobs", namespace, rayjob).get("status") or {}
+        cluster = status.get("rayClusterName") or f"{rayjob}-{secrets.token_hex(3)[:5]}"
+        self.patch_status("rayjobs", namespace, rayjob, {"rayClusterName": cluster})
+        pod = f"{cluster}-head-{secrets.token_hex(3)[:5]}"
+        labels = {"ray.io/cluster": cluster, "ray.io/node-type": "head"}
+        self.create({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": namespace, "labels": labels},
+            "spec": {"serviceAccountName": service_account, "containers": [{"name": "ray-head", "image": "ray"}]},
+        })  # fmt: skip
+        return self.tokens.issue(namespace, service_account, audiences=[audience], pod=pod)

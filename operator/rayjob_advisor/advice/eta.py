@@ -13,6 +13,13 @@ annotation, so a restarted or new leader does not post them again):
 ``DeadlineAtRisk`` when the upper bound's end passes the deadline while the
 deadline is still ahead, and ``RuntimeOverrun`` when the job has run longer
 than the prediction's upper bound (what its coverage promised).
+
+Every number read here is a tenant's to edit (the ``prediction``, ``eta``
+and ``progress`` annotations of their job, the reports they send), so each
+is bounded where it is parsed: finite, at most ``MAX_SECONDS`` of runtime or
+``contract.MAX_COUNT`` steps, times with their offset. Out of bounds, it is
+no prediction (no ETA, no warnings for that job) or a refused report, never
+an overflow in the sweep that every job shares.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
@@ -29,15 +36,24 @@ from rayjob_advisor.errors import NotRefinable
 from rayjob_advisor.kuberay.manifest import MergePatch
 from rayjob_advisor.kuberay.rayjob import RayJob
 
+MAX_SECONDS = 10 * 366 * 86400.0  # ten years of runtime: more is an edit of the annotation, not a prediction
+Seconds = Annotated[float, pydantic.Field(ge=1e-3, le=MAX_SECONDS, allow_inf_nan=False)]
+"""Runtime: finite, from a millisecond (as the runs of a profile) to ten years."""
+Work = Annotated[float, pydantic.Field(ge=0, le=contract.MAX_COUNT, allow_inf_nan=False)]
+"""Steps or epochs: finite, at most a trillion."""
+# Kubernetes' names: a namespace is a DNS label, a RayJob's name a DNS subdomain; a uid is a UUID.
+_NAMESPACE = pydantic.Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = pydantic.Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")
+
 
 class Bounds(pydantic.BaseModel):
     """What the ``prediction`` annotation says of the execution time: median and upper bound, in seconds."""
 
     model_config = pydantic.ConfigDict(frozen=True, extra="ignore")
 
-    p50: float = pydantic.Field(gt=0)
-    upper: float = pydantic.Field(gt=0)
-    confidence: float = 0.9
+    p50: Seconds
+    upper: Seconds
+    confidence: contract.Confidence = 0.9
 
 
 class Eta(pydantic.BaseModel):
@@ -45,8 +61,8 @@ class Eta(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    median: dt.datetime
-    upper: dt.datetime
+    median: pydantic.AwareDatetime
+    upper: pydantic.AwareDatetime
 
     def annotations(self) -> dict[str, str]:
         return {
@@ -60,11 +76,12 @@ class Report(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
-    namespace: str = pydantic.Field(min_length=1)
-    name: str = pydantic.Field(min_length=1)
-    uid: str | None = None  # the RayJob's uid, when the job knows it: a report for an older job of that name is refused
-    done: float = pydantic.Field(ge=0)
-    total: float = pydantic.Field(gt=0)
+    namespace: str = _NAMESPACE
+    name: str = _NAME
+    uid: str | None = pydantic.Field(default=None, max_length=64, pattern=r"^[-0-9a-zA-Z]+$")
+    """The RayJob's uid, when the reporter knows it: a report for an older job of that name is refused."""
+    done: Work
+    total: Work = pydantic.Field(gt=0)
     unit: Literal["steps", "epochs"] = "steps"
 
     @pydantic.model_validator(mode="after")
@@ -79,12 +96,12 @@ class Progress(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True)
 
-    unit: str
-    total: float
-    first_time: dt.datetime
-    first_done: float
-    time: dt.datetime
-    done: float
+    unit: str = pydantic.Field(max_length=16)
+    total: Work
+    first_time: pydantic.AwareDatetime
+    first_done: Work
+    time: pydantic.AwareDatetime
+    done: Work
 
 
 class Alert(pydantic.BaseModel):
@@ -193,7 +210,8 @@ def refine(body: Mapping[str, Any], report: Report, now: dt.datetime) -> tuple[E
         left = (1 - fraction) * predicted_left + fraction * observed_left
         spread = max(predicted.upper / predicted.p50, 1.0)
         upper_left = max(left * (1 + (spread - 1) * (1 - fraction)), observed_left)
-    eta = Eta(median=now + _seconds(left), upper=now + _seconds(upper_left))
+    # a trickle of work (a report of 1e-9 steps done) projects beyond any date: no ETA is further than MAX_SECONDS
+    eta = Eta(median=now + _seconds(min(left, MAX_SECONDS)), upper=now + _seconds(min(upper_left, MAX_SECONDS)))
     progress = Progress(
         unit=report.unit, total=report.total, first_time=first_time, first_done=first_done, time=now, done=report.done
     )

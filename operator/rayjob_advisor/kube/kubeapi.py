@@ -82,6 +82,12 @@ def retried(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise AssertionError("unreachable")  # the last attempt returns or raises
 
 
+def once(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call(*args, **kwargs, _request_timeout=TIMEOUT_SECONDS)``, not repeated: where the caller tries again
+    anyway (a progress reporter sends its next report), a retry would only hold a thread for longer."""
+    return call(*args, **kwargs, _request_timeout=TIMEOUT_SECONDS)
+
+
 def _brief(exc: BaseException) -> str:
     if isinstance(exc, kubernetes.client.ApiException):
         return f"HTTP {exc.status} {exc.reason}"
@@ -202,26 +208,46 @@ def _post(
     retried(core.create_namespaced_event, namespace, body)
 
 
-def read_rayjob(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
-    """The RayJob as stored now (raises the client's 404 when there is none)."""
+def read_rayjob(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, *, retry: bool = True
+) -> dict[str, Any]:
+    """The RayJob as stored now (raises the client's 404 when there is none); ``retry`` False: ``once``."""
     group, version, plural = RAYJOBS
-    return _object(retried(api.get_namespaced_custom_object, group, version, namespace, plural, name))
+    call = retried if retry else once
+    return _object(call(api.get_namespaced_custom_object, group, version, namespace, plural, name))
 
 
-def patch_rayjob(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+def patch_rayjob(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, patch: Mapping[str, Any], *, retry: bool = True
+) -> None:
     """A merge patch of a RayJob (our annotations only: the sweep's and the progress reports')."""
     group, version, plural = RAYJOBS
-    retried(api.patch_namespaced_custom_object, group, version, namespace, plural, name, dict(patch))
+    (retried if retry else once)(
+        api.patch_namespaced_custom_object, group, version, namespace, plural, name, dict(patch)
+    )
+
+
+def pod_labels(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> dict[str, str] | None:
+    """The labels of a pod (None: there is no such pod), asked ``once``: who a progress report comes from."""
+    try:
+        pod = once(kubernetes.client.CoreV1Api(api.api_client).read_namespaced_pod, name, namespace)
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return dict(pod.metadata.labels or {}) if pod.metadata is not None else {}
 
 
 def review_token(api: kubernetes.client.CustomObjectsApi, token: str, audiences: list[str]) -> dict[str, Any]:
-    """The API server's TokenReview of a bearer token for ``audiences``: ``status`` says who it is, if anyone."""
+    """The API server's TokenReview of a bearer token for ``audiences``: ``status`` says who it is, if anyone.
+
+    Asked ``once``: on a 429 the report is refused (503), never repeated while unauthenticated clients wait."""
     review = {
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenReview",
         "spec": {"token": token, "audiences": audiences},
     }
-    answer = retried(kubernetes.client.AuthenticationV1Api(api.api_client).create_token_review, review)
+    answer = once(kubernetes.client.AuthenticationV1Api(api.api_client).create_token_review, review)
     return _object(api.api_client.sanitize_for_serialization(answer))
 
 

@@ -3,7 +3,9 @@
 Per-job gauges are labelled ``namespace, name, uid`` (as KubeRay's
 ``kuberay_job_execution_duration_seconds`` is, so the two join) and expire
 ``job_ttl`` seconds after the job finished, so finished jobs do not pile up
-as series forever.
+as series forever. A ``workload`` label is a workload that resolved to a
+profile (one fitted here, or a job predicted from it), else ``other``: a
+tenant's made-up workload names never become series.
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from rayjob_advisor import __version__
 from rayjob_advisor.advice.completions import Completion, DeadlineOutcome
 from rayjob_advisor.advice.eta import Eta
+from rayjob_advisor.background import BackgroundLoop
 
 PREFIX = "rayjob_advisor_"
 ERROR_BUCKETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0)
@@ -27,6 +30,8 @@ ADMISSION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 JOB_LABELS = ("namespace", "name", "uid")
 DEADLINE_OUTCOMES = ("met", "missed", "failed")  # completions.DeadlineOutcome.outcome
 REWRITE_PATHS = ("controller", "webhook")
+LOOPS = ("refit", "sweep")  # the background loops' names
+OTHER = "other"  # the workload label of a job whose workload resolved to no profile
 JobKey = tuple[str, str, str]
 
 
@@ -77,6 +82,27 @@ class JobGauges(Collector):
             yield family
 
 
+class LoopFailures(Collector):
+    """Each background loop's failed units of work (a job of the sweep, a profile's publication), as it counts them.
+
+    The loops are those ``loops()`` lists when scraped; the known ones start at 0, as every counter here does.
+    """
+
+    def __init__(self) -> None:
+        self.loops: Callable[[], Iterable[BackgroundLoop]] = list
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        counts = dict.fromkeys(LOOPS, 0) | {loop.name: loop.failures for loop in self.loops()}
+        family = CounterMetricFamily(
+            f"{PREFIX}background_failures",
+            "units of work a background loop could not do (each tried again)",
+            labels=["loop"],
+        )
+        for name, count in counts.items():
+            family.add_metric([name], count)
+        yield family
+
+
 class Metrics:
     """Every metric the controller and the webhook export, in their own registry."""
 
@@ -84,7 +110,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.predictions = Counter(
-            f"{PREFIX}predictions", "RayJobs predicted, or not (result=error)", ["workload", "result"], registry=r
+            f"{PREFIX}predictions",
+            "RayJobs predicted (result=predicted), not (error), or waiting for their workload's first profile (unprofiled)",
+            ["workload", "result"],
+            registry=r,
         )
         self.prediction_error = Histogram(
             f"{PREFIX}prediction_error_ratio", "|predicted - actual| / actual of finished jobs", ["workload"],
@@ -128,14 +157,22 @@ class Metrics:
         build.labels(__version__, platform.python_version()).set(1)
         self.jobs = JobGauges(job_ttl)
         r.register(self.jobs)
+        self.loop_failures = LoopFailures()
+        r.register(self.loop_failures)
         self._models: dict[str, str] = {}
+        self._workloads: set[str] = set()  # resolved to a profile: the only workload names that become labels
+
+    def _workload(self, workload: str | None) -> str:
+        """``workload`` as a label: itself once it has resolved to a profile, else ``other``."""
+        return workload if workload is not None and workload in self._workloads else OTHER
 
     def serve(self, port: int) -> None:
         """``/metrics`` on ``port`` (a background thread)."""
         start_http_server(port, registry=self.registry)
 
-    def profile_fitted(self, profile: str, model: str, cv_error: float) -> None:
+    def profile_fitted(self, profile: str, workload: str, model: str, cv_error: float) -> None:
         """One series per profile: the previous model's goes when the selection changes."""
+        self._workloads.add(workload)
         previous = self._models.get(profile)
         if previous is not None and previous != model:
             self.model_cv_error.remove(profile, previous)
@@ -145,8 +182,11 @@ class Metrics:
     def advised(
         self, job: JobKey, workload: str | None, p50: float | None, error: str | None, resized: bool, path: str
     ) -> None:
-        """One piece of advice given (by ``path``: controller or webhook)."""
-        self.predictions.labels(workload or "", "error" if error else "predicted").inc()
+        """One piece of advice given (by ``path``: controller or webhook); a prediction resolved its workload."""
+        if p50 is not None and workload is not None:
+            self._workloads.add(workload)
+        result = "error" if error else "predicted" if p50 is not None else "unprofiled"
+        self.predictions.labels(self._workload(workload), result).inc()
         if p50 is not None:
             self.jobs.set(job, predicted=p50)
         if resized:
@@ -158,7 +198,7 @@ class Metrics:
 
     def overran(self, workload: str | None) -> None:
         """A running job passed its prediction's upper bound (counted once per job)."""
-        self.upper_bound_exceeded.labels(workload or "").inc()
+        self.upper_bound_exceeded.labels(self._workload(workload)).inc()
 
     def learned(self, job: JobKey, completion: Completion | None, deadline: DeadlineOutcome | None) -> None:
         """A finished job: its actual runtime, our error, its deadline outcome, or why it was not learned."""
@@ -171,7 +211,7 @@ class Metrics:
         if observation is None:
             self.unlearned.labels(completion.outcome).inc()
             return
-        workload = observation.workload or ""
+        workload = self._workload(observation.workload)
         if completion.relative_error is not None and completion.predicted_seconds is not None:
             self.prediction_error.labels(workload).observe(completion.relative_error)
             if completion.predicted_seconds < observation.execution_seconds:

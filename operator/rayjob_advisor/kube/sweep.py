@@ -11,7 +11,6 @@ price: one missing rather than one repeated).
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,8 +22,6 @@ from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.kube.metrics import JobKey, Metrics
 from rayjob_advisor.kuberay.rayjob import RayJob
-
-logger = logging.getLogger(__name__)
 
 
 class Sweeper(BackgroundLoop):
@@ -58,14 +55,14 @@ class Sweeper(BackgroundLoop):
         uids = {uid for _, _, uid in jobs}
         self._posted = {(uid, reason) for uid, reason in self._posted if uid in uids}
         for (namespace, name, uid), body in jobs.items():
-            due = [alert for alert in eta.due_alerts(body, now) if (uid, alert.reason) not in self._posted]
-            if not due:
-                continue
             try:
-                self._warn(namespace, name, uid, body, due)
-            except Exception:  # reported; the job is checked again at the next sweep
-                logger.exception("could not warn RayJob %s/%s", namespace, name)
-            self.beat()  # each warning may take the API's retries: a long sweep is not a stuck one
+                due = [alert for alert in eta.due_alerts(body, now) if (uid, alert.reason) not in self._posted]
+                if due:
+                    self._warn(namespace, name, uid, body, due)
+            except Exception:  # noqa: BLE001 - this job's failure (counted): the others go on
+                self.failed(f"RayJob {namespace}/{name}")
+            else:
+                self.succeeded()  # each warning may take the API's retries: a long sweep is not a stuck one
 
     def _warn(self, namespace: str, name: str, uid: str, body: Mapping[str, Any], due: list[eta.Alert]) -> None:
         kubeapi.patch_rayjob(self.api, namespace, name, eta.posted(body, due))

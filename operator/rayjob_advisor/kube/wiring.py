@@ -70,6 +70,7 @@ class Memo:
             shipped=self.config.shipped_profiles, shared_namespaces=self.config.shared_profile_namespaces
         )
         self.metrics = Metrics(job_ttl=self.config.metrics_job_ttl_seconds)
+        self.metrics.loop_failures.loops = self.loops
 
     @property
     def kube(self) -> kubernetes.client.CustomObjectsApi:
@@ -291,7 +292,7 @@ def _stop(memo: Memo, **_: Any) -> None:
 def _publish_fit(memo: Memo, profile: Profile) -> None:
     """Export a new fit's error; the controller also shows it in the RuntimeProfile's ``status.model``."""
     if profile.model is not None:
-        memo.metrics.profile_fitted(profile.label, profile.model.selected_, profile.model.cv_mape_)
+        memo.metrics.profile_fitted(profile.label, profile.workload, profile.model.selected_, profile.model.cv_mape_)
     if memo.config.role == "controller" and profile.namespace is not None and memo.api is not None:
         if leads(memo):
             kubeapi.publish_fit(memo.api, profile)

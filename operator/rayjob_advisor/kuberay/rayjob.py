@@ -94,6 +94,20 @@ class RayJob:
     def spec(self) -> Mapping[str, Any]:
         return _mapping(self.body, "spec")
 
+    @property
+    def cluster_name(self) -> str | None:
+        """The RayCluster KubeRay made for this run of the job (``status.rayClusterName``): its pods carry it as
+        their ``ray.io/cluster`` label. None before KubeRay has named one."""
+        name = self.status.get("rayClusterName")
+        return name if isinstance(name, str) and name else None
+
+    @property
+    def head_service_account(self) -> str:
+        """The service account of the job's head pod: its template's, else the namespace's ``default``."""
+        pod = ((self.spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {}
+        name = (pod.get("spec") or {}).get("serviceAccountName") if isinstance(pod, Mapping) else None
+        return name if isinstance(name, str) and name else "default"
+
     def created(self, default: dt.datetime) -> dt.datetime:
         """``metadata.creationTimestamp``; at admission the API server has not set it yet: ``default``."""
         created = self.metadata.get("creationTimestamp")

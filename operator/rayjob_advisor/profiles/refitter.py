@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable
@@ -10,8 +9,6 @@ from collections.abc import Callable
 from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.profiles.profile import Profile
 from rayjob_advisor.profiles.store import ProfileStore
-
-logger = logging.getLogger(__name__)
 
 REFIT_DUTY = 0.1  # a profile's refits take at most this share of the time while its runs keep changing
 
@@ -71,6 +68,7 @@ class Refitter(BackgroundLoop):
         self.beat()
         try:
             self.on_fitted(profile)
-        except Exception:  # a failed publication must not stop future fits
-            logger.exception("could not publish the fit of profile %s", profile.label)
-        self.beat()
+        except Exception:  # noqa: BLE001 - a failed publication stops no fit
+            self.failed(f"the publication of profile {profile.label}'s fit")
+        else:
+            self.succeeded()
