@@ -20,6 +20,13 @@ Grids (``--grid``):
   before the speed factor may change with the worker count), on the ``transfer`` questions of the Sia datasets (the
   only ones with several GPU types; ``questions.transfer_cuts``), the new accelerator measured by
   ``evaluation.MIN_RUNS`` runs: the fewest its own model is fitted on, so that the rule decides something.
+- ``bounds``: ``calibration.MIN_BAND`` (the held-out runs a node band needs to be bounded by its own residuals) x
+  ``calibration.MIN_SCALE_RUNS`` (those a node count and batch half need for their own spread). They shape the
+  upper bound, not the median, so a dataset's loss here is the pinball loss of the 0.9 bound on relative error,
+  ``mean(0.9 max(r, 0) + 0.1 max(-r, 0))`` with ``r = (actual - bound) / actual``: the proper score of a 0.9
+  quantile, least where the bound is as tight as it can be while 9 runs in 10 stay under it.
+- ``floor``: ``predictor.NOISE_MARGIN`` (how far under the least marginal rate a prediction must fall to be a
+  collapse); it decides which candidates the cross-validation disqualifies, so each setting cross-validates anew.
 
     .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
 """
@@ -31,13 +38,13 @@ import concurrent.futures
 import dataclasses
 import itertools
 import math
-from collections.abc import Sequence
 
 import numpy as np
+from sklearn.base import RegressorMixin
 
 from benchmarks import datasets, questions
 from benchmarks.questions import mape
-from rayjob_advisor.models import combination, evaluation, transfer
+from rayjob_advisor.models import calibration, combination, evaluation, predictor, transfer
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -68,7 +75,14 @@ GRIDS: dict[str, list[Setting]] = {
         (("MIN_OWN_WORKER_COUNTS", own), ("MIN_SLOPE_WORKER_COUNTS", slope))
         for own, slope in itertools.product((2, 3), (2, 3))
     ],
+    "bounds": [
+        (("MIN_BAND", band), ("MIN_SCALE_RUNS", scale))
+        for band, scale in itertools.product((10, 20, 40, 80), (8, 15, 30))
+    ],
+    "floor": [(("NOISE_MARGIN", margin),) for margin in (0.1, 0.25, 0.5, 1.0)],
 }
+CONFIDENCE = 0.9
+"""The bound the ``bounds`` grid scores: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
 
 
 def apply(setting: Setting) -> None:
@@ -85,39 +99,71 @@ def apply(setting: Setting) -> None:
             transfer.MIN_OWN_WORKER_COUNTS = int(str(value))
         elif name == "MIN_SLOPE_WORKER_COUNTS":
             transfer.MIN_SLOPE_WORKER_COUNTS = int(str(value))
+        elif name == "MIN_BAND":
+            calibration.MIN_BAND = int(str(value))
+        elif name == "MIN_SCALE_RUNS":
+            calibration.MIN_SCALE_RUNS = int(str(value))
+        elif name == "NOISE_MARGIN":
+            predictor.NOISE_MARGIN = float(str(value))
         else:
             runs = dict.fromkeys(BEYOND if name == "beyond" else (name,), float(str(value)))
             combination.PRIOR_RUNS = {**combination.PRIOR_RUNS, **runs}
 
 
-def losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float]]:
-    """One dataset's loss under every setting: its mean chosen MAPE over its questions. Each question's candidates
-    are cross-validated and fitted once; each setting combines them anew (``evaluation.combine``)."""
-    dataset, settings = job
+def pinball(upper: np.ndarray, actual: np.ndarray) -> float:
+    """The pinball loss of a ``CONFIDENCE`` bound on relative error (module docstring, ``bounds``)."""
+    slack = (actual - upper) / actual
+    return float(np.mean(np.maximum(CONFIDENCE * slack, (CONFIDENCE - 1.0) * slack)))
+
+
+def cross_validated(profile: evaluation.Runs) -> tuple[evaluation.CrossValidation, dict[str, RegressorMixin]]:
+    """The candidates' cross-validation on a question's training runs, and each fitted on all of them."""
+    validation = evaluation.cross_validate_candidates(profile, tuple(CANDIDATES))
+    return validation, {name: CANDIDATES[name]().fit(profile.X, profile.y) for name in CANDIDATES}
+
+
+def question_losses(grid: str, cut: questions.Cut) -> list[float]:
+    """One question's loss under every setting of ``grid``: the chosen MAPE (the bound's pinball loss for
+    ``bounds``). The candidates are cross-validated once, each setting combines them anew (``evaluation.combine``);
+    ``floor`` changes what the cross-validation disqualifies, so it cross-validates per setting."""
+    profile = evaluation.Runs.from_observations(cut.train)
+    actual = np.array([run.execution_seconds for run in cut.test])
+    shared = None if grid == "floor" else cross_validated(profile)
+    found = []
+    for setting in GRIDS[grid]:
+        apply(setting)
+        validation, fitted = shared or cross_validated(profile)
+        chosen = within(validation, dict(setting).get("CANDIDATES", "all"))
+        model = RuntimeModel().fit_selection(cut.train, evaluation.combine(chosen, fitted=fitted))
+        if grid == "bounds":
+            found.append(pinball(model.predict_upper(cut.test, CONFIDENCE), actual))
+        else:
+            found.append(mape(model.predict(cut.test), actual))
+    return found
+
+
+def losses(job: tuple[str, str]) -> tuple[str, list[float]]:
+    """One dataset's loss under every setting of a grid: its mean loss over its questions (``question_losses``)."""
+    dataset, grid = job
     runs = datasets.DATASETS[dataset]()
-    errors: list[list[float]] = [[] for _ in settings]
+    errors: list[list[float]] = [[] for _ in GRIDS[grid]]
     for ask in questions.QUESTIONS.values():
         cut = ask(runs)
         if isinstance(cut, str):
             continue
-        profile = evaluation.Runs.from_observations(cut.train)
         try:
-            validation = evaluation.cross_validate_candidates(profile, tuple(CANDIDATES))
+            found = question_losses(grid, cut)
         except NotEnoughData:
             continue
-        fitted = {name: CANDIDATES[name]().fit(profile.X, profile.y) for name in CANDIDATES}
-        actual = np.array([run.execution_seconds for run in cut.test])
-        for index, setting in enumerate(settings):
-            apply(setting)
-            chosen = within(validation, dict(setting).get("CANDIDATES", "all"))
-            model = RuntimeModel().fit_selection(cut.train, evaluation.combine(chosen, fitted=fitted))
-            errors[index].append(mape(model.predict(cut.test), actual))
+        for index, loss in enumerate(found):
+            errors[index].append(loss)
     return dataset, [float(np.mean(found)) for found in errors]
 
 
-def transfer_losses(job: tuple[str, Sequence[Setting]]) -> tuple[str, list[float]]:
+def transfer_losses(job: tuple[str, str]) -> tuple[str, list[float]]:
     """One Sia dataset's loss under every setting: its mean MAPE as a new accelerator beside each other GPU type."""
-    dataset, settings = job
+    dataset, grid = job
+    settings = GRIDS[grid]
     gpu = dataset.rsplit("-", 1)[1]
     errors: list[list[float]] = [[] for _ in settings]
     for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset](), evaluation.MIN_RUNS):
@@ -157,21 +203,22 @@ def main() -> None:
     if args.grid == "transfer":
         names, loss_of = [name for name in names if datasets.family(name) == "sia"], transfer_losses
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        table = dict(pool.map(loss_of, [(name, settings) for name in names]))
+        table = dict(pool.map(loss_of, [(name, args.grid) for name in names]))
     loss = np.array([table[name] for name in names])  # datasets x settings
-    print("| setting | mean MAPE over datasets |\n|---|---|")
+    metric = "pinball loss" if args.grid == "bounds" else "MAPE"
+    print(f"| setting | mean {metric} over datasets |\n|---|---|")
     for index, setting in enumerate(settings):
-        print(f"| {describe(setting)} | {100 * loss[:, index].mean():.1f} |")
-    print("\n| left out | chosen on the others | its MAPE then | its best setting's |\n|---|---|---|---|")
+        print(f"| {describe(setting)} | {100 * loss[:, index].mean():.2f} |")
+    print(f"\n| left out | chosen on the others | its {metric} then | its best setting's |\n|---|---|---|---|")
     chosen = []
     for row, name in enumerate(names):
         others = np.delete(loss, row, axis=0).mean(axis=0)
         pick = int(np.argmin(others))
         chosen.append(pick)
-        print(f"| {name} | {describe(settings[pick])} | {100 * loss[row, pick]:.1f} | {100 * loss[row].min():.1f} |")
+        print(f"| {name} | {describe(settings[pick])} | {100 * loss[row, pick]:.2f} | {100 * loss[row].min():.2f} |")
     picks = {describe(settings[pick]) for pick in chosen}
     print(f"\nthe same setting for every left-out dataset: {len(picks) == 1} ({'; '.join(sorted(picks))})")
-    print(f"mean left-out MAPE: {100 * np.mean([loss[row, pick] for row, pick in enumerate(chosen)]):.1f}")
+    print(f"mean left-out {metric}: {100 * np.mean([loss[row, pick] for row, pick in enumerate(chosen)]):.2f}")
 
 
 if __name__ == "__main__":
