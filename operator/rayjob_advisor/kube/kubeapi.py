@@ -21,7 +21,7 @@ import kubernetes
 import urllib3
 
 from rayjob_advisor import contract, reasons
-from rayjob_advisor.errors import NoCluster, NoProfileYet, ProfileConflict
+from rayjob_advisor.errors import ApiUnavailable, NoCluster, NoProfileYet, ProfileConflict, UnpredictableJob
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.profiles import codec, history
 from rayjob_advisor.profiles.profile import Profile
@@ -30,6 +30,7 @@ from rayjob_advisor.profiles.store import ProfileStore
 GROUP, VERSION, PLURAL = contract.API_GROUP, "v1alpha1", "runtimeprofiles"
 PROFILES = (GROUP, VERSION, PLURAL)
 RAYJOBS = ("ray.io", "v1", "rayjobs")
+RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
 PEERINGS = ("kopf.dev", "v1")  # kopf's peering CRDs: ClusterKopfPeering, KopfPeering
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
@@ -215,6 +216,34 @@ def read_rayjob(
     group, version, plural = RAYJOBS
     call = retried if retry else once
     return _object(call(api.get_namespaced_custom_object, group, version, namespace, plural, name))
+
+
+def read_raycluster(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, *, retry: bool = True
+) -> dict[str, Any]:
+    """The RayCluster a ``clusterSelector`` job names (``application.ClusterReader``; ``retry`` False: ``once``).
+
+    One that does not exist, or that the advisor may not read, is the job's
+    error (``UnpredictableJob``, one line naming it); an API server that
+    does not answer is ``ApiUnavailable`` (the caller tries again later).
+    """
+    what = f"RayCluster {name!r} in namespace {namespace!r} (spec.clusterSelector)"
+    try:
+        answer = (retried if retry else once)(api.get_namespaced_custom_object, *RAYCLUSTERS[:2], namespace,
+                                              RAYCLUSTERS[2], name)  # fmt: skip
+    except Exception as exc:
+        if transient(exc):
+            raise ApiUnavailable(f"could not read {what}: {_brief(exc)}") from None
+        if not isinstance(exc, kubernetes.client.ApiException):
+            raise
+        if exc.status == 404:
+            raise UnpredictableJob(f"{what} does not exist: the job runs on it, so its size is there") from None
+        if exc.status == 403:
+            raise UnpredictableJob(f"{what} may not be read by the advisor (RBAC: get rayclusters)") from None
+        raise UnpredictableJob(f"could not read {what}: {_brief(exc)}") from None
+    if not isinstance(answer, dict):
+        raise UnpredictableJob(f"{what}: the API server answered {type(answer).__name__}, not an object")
+    return answer
 
 
 def patch_rayjob(
