@@ -325,7 +325,14 @@ def _hooked(seen: Forecast, body: Mapping[str, Any], policy: Policy) -> Forecast
     if not enabled:
         return seen
     advised = merge(copy.deepcopy(dict(body)), seen.patch)
-    patch = merge(seen.patch, hooks.patch(advised, enabled, seen.walltime, policy.progress))
+    startup = seen.plan.startup_seconds if seen.resized and seen.plan else seen.startup  # of the size as advised
+    patch = merge(seen.patch, hooks.patch(advised, enabled, seen.walltime, policy.progress, startup))
+    if "kuberay" in enabled:  # shown in the recommendation, with or without a plan
+        shown = {
+            **(seen.plan.fields() if seen.plan else {}),
+            "kuberay": hooks.kuberay_advice(advised, seen.walltime, startup),
+        }
+        merge(patch, metadata_patch({contract.RECOMMENDATION: contract.compact_json(shown)}))
     messages = seen.messages
     if "progress" in enabled and policy.progress is None:
         text = f"{hooks.PROGRESS_OFF}: nothing injected"

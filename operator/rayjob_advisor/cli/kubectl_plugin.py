@@ -244,7 +244,7 @@ def _deadline_lines(rayjob: RayJob, status: str | None, now: dt.datetime) -> lis
 
 
 def _recommendation_lines(plan: dict[str, Any] | None, notes: Mapping[str, str]) -> list[tuple[str, str]]:
-    if plan is None:
+    if plan is None or "replicas" not in plan:  # no deadline: at most the kuberay hook's deadlines
         return []
     verdict = "meets the deadline" if plan.get("meetsDeadline") else "MISSES the deadline"
     lines = [("Recommendation", f"{_size(plan)} ({verdict}): {plan.get('reason', '')}")]
