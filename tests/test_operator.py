@@ -347,6 +347,28 @@ def test_the_run_command_serves_liveness_metrics_and_logs_json(api, tmp_path):
     assert lines and all(json.loads(line)["message"] is not None for line in lines)
 
 
+def test_an_unreachable_api_server_is_one_log_line_a_try_at_start_up(tmp_path):
+    """Issue 22: with no API server to answer, start-up logged two chained tracebacks per try (8 in 25 s)."""
+    with AdvisorEmulator() as gone:
+        url = gone.url  # stopped when the block ends: nothing answers there any more
+    command = [sys.executable, "-m", "rayjob_advisor.cli", "run", "--kube-api", url, "--liveness-port", "0",
+               "--log-format", "json"]  # fmt: skip
+    log_file = tmp_path / "operator.log"
+    with log_file.open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
+        try:
+            deadline = time.monotonic() + 60
+            while log_file.read_text().count("failed temporarily") < 2 and time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+    records = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+    tries = [r["message"] for r in records if "failed temporarily" in r["message"]]
+    assert len(tries) >= 2 and all("start-up could not read namespaces and RuntimeProfiles: " in t for t in tries)
+    assert not [r for r in records if "exc_info" in r or "Traceback" in json.dumps(r)]
+
+
 def held_rayjob(name: str, **notes: str) -> dict:
     body = make_rayjob(
         annotations={

@@ -89,6 +89,14 @@ def once(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return call(*args, **kwargs, _request_timeout=TIMEOUT_SECONDS)
 
 
+def failure(exc: BaseException) -> str | None:
+    """The one line of an API call's failure that is no bug of ours — no answer, or an HTTP error status (an RBAC
+    rule missing, say) — else None (a bug: its traceback is worth logging)."""
+    if transient(exc) or isinstance(exc, kubernetes.client.ApiException):
+        return _brief(exc)
+    return None
+
+
 def _brief(exc: BaseException) -> str:
     if isinstance(exc, kubernetes.client.ApiException):
         return f"HTTP {exc.status} {exc.reason}"
