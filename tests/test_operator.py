@@ -289,9 +289,13 @@ def test_a_cluster_selector_job_is_predicted_from_its_raycluster_as_offline_and_
     missing = copy.deepcopy(selected)
     missing["metadata"]["name"] = "on-missing"
     missing["spec"]["clusterSelector"] = {"ray.io/cluster": "gone"}
-    before, created = api.create(cluster), api.create(selected)
+    before = api.create(cluster)
+    api.inject_fault("GET", "rayclusters", name="shared", status=503, times=6)  # past kubeapi's retries: kopf's
+    created = api.create(selected)
     api.create(missing)
     prediction = json.loads(wait_for_note(api, "on-shared", ann.PREDICTION))
+    statuses = [r.status for r in api.requests("GET", "rayclusters", name="shared")]
+    assert statuses[:6] == [503] * 6 and statuses[-1] == 200
     assert prediction["assumed"]["cluster"] == "shared" and prediction["features"]["workers"] == 4
     stored = api.get("rayjobs", "default", "on-shared")
     assert stored["spec"] == created["spec"]

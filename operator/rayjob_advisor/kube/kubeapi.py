@@ -35,6 +35,7 @@ PEERINGS = ("kopf.dev", "v1")  # kopf's peering CRDs: ClusterKopfPeering, KopfPe
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
 CONFLICT_BACKOFF = (0.02, 1.0)  # seconds: jittered exponential backoff after a 409, from this base up to this cap
+ADMISSION_READ_SECONDS = 2.0  # the webhook's reads: the API server waits webhook.timeoutSeconds (5) for the answer
 TRANSIENT_BACKOFFS = (0.2, 0.5, 1.0, 2.0)  # seconds before each retry of a transient failure; then it raises
 COMPONENT = "rayjob-advisor"
 logger = logging.getLogger(__name__)
@@ -227,18 +228,24 @@ def read_rayjob(
 
 
 def read_raycluster(
-    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, *, retry: bool = True
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, *, admission: bool = False
 ) -> dict[str, Any]:
-    """The RayCluster a ``clusterSelector`` job names (``application.ClusterReader``; ``retry`` False: ``once``).
+    """The RayCluster a ``clusterSelector`` job names (``application.ClusterReader``).
 
     One that does not exist, or that the advisor may not read, is the job's
     error (``UnpredictableJob``, one line naming it); an API server that
     does not answer is ``ApiUnavailable`` (the caller tries again later).
+    ``admission``: read once, within ``ADMISSION_READ_SECONDS``.
     """
     what = f"RayCluster {name!r} in namespace {namespace!r} (spec.clusterSelector)"
     try:
-        answer = (retried if retry else once)(api.get_namespaced_custom_object, *RAYCLUSTERS[:2], namespace,
-                                              RAYCLUSTERS[2], name)  # fmt: skip
+        group, version, plural = RAYCLUSTERS
+        if admission:
+            answer = api.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _request_timeout=ADMISSION_READ_SECONDS
+            )
+        else:
+            answer = retried(api.get_namespaced_custom_object, group, version, namespace, plural, name)
     except Exception as exc:
         if transient(exc):
             raise ApiUnavailable(f"could not read {what}: {_brief(exc)}") from None

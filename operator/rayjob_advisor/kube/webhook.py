@@ -147,10 +147,10 @@ def _advice_or_unchanged(
     body: kopf.Body, memo: wiring.Memo, policy: application.Policy, *, may_resize: bool
 ) -> application.Advice:
     """Fail open: a profile still being fitted, an API server that does not answer, or our own bug, admits the
-    RayJob unchanged with a warning. A clusterSelector job's RayCluster is read once, not retried: admission
+    RayJob unchanged with a warning. A clusterSelector job's RayCluster is read once, briefly: admission
     waits for it."""
     try:
-        clusters = functools.partial(kubeapi.read_raycluster, memo.kube, retry=False)
+        clusters = functools.partial(kubeapi.read_raycluster, memo.kube, admission=True)
         now = contract.now()
         advice = application.advise(body, memo.store, policy=policy, may_resize=may_resize, now=now, clusters=clusters)
         return admission.within_limits(body, advice, may_resize=may_resize)

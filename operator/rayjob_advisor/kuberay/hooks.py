@@ -56,8 +56,8 @@ A job KubeRay kills at ``activeDeadlineSeconds`` loses all its work, while a
 deadline set too late only lets a hung job hold its pods a little longer:
 the upper bound is a quantile (0.9 by default), which one run in ten
 exceeds by design, so the deadline must not sit on it. Half as long again
-kills only a run far beyond what the profile's runs make likely — a hang,
-not a slow run. Raise the job's ``confidence`` for more."""
+leaves a run slower than its bound room to finish, and still stops one that
+hangs. Raise the job's ``confidence`` for more (the bound moves with it)."""
 
 PROVISIONING_SECONDS = 600
 """Added to both deadlines: KubeRay counts them from the job's start, when it creates the cluster, so they
