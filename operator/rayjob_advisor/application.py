@@ -165,13 +165,13 @@ def advise(
     """The advisor's changes to one RayJob that has not started (``forecast``; a release only, of a job it leaves
     alone).
 
-    Bad input (a field of the wrong type too, read by type first: ``spec``)
+    Bad input (a field of the wrong type too, read by type first: ``spec``;
+    a ``clusterSelector`` job's missing RayCluster, read with ``clusters``)
     becomes the ``error`` annotation and a warning; a workload with no
-    profile yet (``NoProfileYet``) the ``note`` annotation. ``cluster``: the
-    RayCluster a ``clusterSelector`` job runs on, else read with ``clusters``
-    (a missing one is the job's ``error``). Raises ``ProfileNotReady`` while
-    the profile's first fit is still running (a held job stays held until it
-    is done), ``RetryableError`` when ``clusters`` cannot reach the API server.
+    profile yet (``NoProfileYet``) the ``note`` annotation. Raises
+    ``ProfileNotReady`` while the profile's first fit is still running (a
+    held job stays held until it is done), ``RetryableError`` when
+    ``clusters`` cannot reach the API server.
     """
     rayjob = RayJob(body)
     if left_alone(rayjob, policy) is not None:
@@ -180,10 +180,9 @@ def advise(
     try:
         spec.check(body)
         inputs = job_inputs(rayjob, policy).within_reach(now)
-        name = selected_cluster(body)
-        if cluster is None and clusters is not None and name is not None:
-            cluster = clusters(rayjob.namespace, name)
-        seen = forecast(body, profiles, policy=policy, may_resize=may_resize, now=now, cluster=cluster)
+        seen = forecast(
+            body, profiles, policy=policy, may_resize=may_resize, now=now, cluster=cluster, clusters=clusters
+        )
     except UserError as exc:
         release, workload = rayjob.release() if may_resize else {}, inputs.workload if inputs else None
         answer = _learning if isinstance(exc, NoProfileYet) else _bad_input
@@ -200,6 +199,7 @@ def forecast(
     may_resize: bool,
     now: dt.datetime,
     cluster: Mapping[str, Any] | None = None,
+    clusters: ClusterReader | None = None,
 ) -> Forecast:
     """What the advisor makes of one RayJob that has not started, and writes on it (nothing, but the release of a
     held job, on a job the operator leaves alone: ``left_alone`` says why).
@@ -213,11 +213,14 @@ def forecast(
     profile is asked for its model (a fit, for a tool that fits when asked):
     a mistake costs no waiting. Raises ``UserError`` for bad input,
     ``ProfileNotReady`` while the profile's fit is running. ``cluster``: the
-    RayCluster a ``clusterSelector`` job runs on, read by the caller (the job
-    is predicted from its groups, never resized: ``kuberay.cluster``).
+    RayCluster a ``clusterSelector`` job runs on, else read with ``clusters``
+    (the job is predicted from its groups, never resized: ``kuberay.cluster``).
     """
     rayjob = RayJob(body)
     spec.check(body)
+    name = selected_cluster(body)
+    if cluster is None and clusters is not None and name is not None:
+        cluster = clusters(rayjob.namespace, name)
     if cluster is not None:
         spec.check_cluster(cluster, f"RayCluster {RayJob(cluster).metadata.get('name')!r}")
     inputs = job_inputs(rayjob, policy).within_reach(now)
