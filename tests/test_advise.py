@@ -636,10 +636,38 @@ def test_a_cluster_selector_job_is_predicted_from_its_clusters_groups_and_never_
     prediction = json.loads(notes_of(theirs)[ann.PREDICTION])
     assert prediction["assumed"]["cluster"] == "shared" and prediction["features"]["workers"] == 4
     assert "spec" not in theirs.patch  # the shared cluster, and the job, keep their size
-    recommendation = json.loads(notes_of(theirs)[ann.RECOMMENDATION])  # advice only: the cluster's own size
-    assert "at the job's only size, 4 replicas" in recommendation["reason"]
+    recommendation = json.loads(notes_of(theirs)[ann.RECOMMENDATION])  # advice only: the size the cluster would need
+    planned = json.loads(notes_of(mine)[ann.RECOMMENDATION])["replicas"]
+    assert (recommendation["replicas"], recommendation["currentReplicas"]) == (planned, 4) and planned != 4
+    assert recommendation["reason"].startswith(f"this cluster would need {planned} workers")
+    assert "not resized: the job runs on the existing RayCluster 'shared'" in recommendation["reason"]
+    assert theirs.patch["metadata"]["labels"][ann.DEADLINE_STATUS] == "at-risk"  # at the size it has
+    assert "autoscaling" not in prediction["assumed"]
     without = advise(selected, store, policy=POLICY, may_resize=True, now=NOW)
     assert "an existing RayCluster ('shared')" in without.error and "--cluster" in without.error
+
+
+def test_an_autoscaled_cluster_is_an_assumption_of_the_prediction(store):
+    selected, cluster, _ = cluster_job()
+    cluster["spec"]["enableInTreeAutoscaling"] = True
+    advice = advise(selected, store, policy=POLICY, may_resize=True, now=NOW, cluster=cluster)
+    assumed = json.loads(notes_of(advice)[ann.PREDICTION])["assumed"]
+    assert assumed["autoscaling"] == "4 replicas of workers as now; the Ray autoscaler may run 1-8"
+    assert "spec" not in advice.patch
+
+
+def test_a_cluster_is_read_only_for_a_cluster_selector_job(store):
+    selected, cluster, own = cluster_job()
+    asked = []
+
+    def clusters(namespace: str, name: str) -> dict:
+        asked.append((namespace, name))
+        return cluster
+
+    read = advise(selected, store, policy=POLICY, may_resize=True, now=NOW, clusters=clusters)
+    given = advise(selected, store, policy=POLICY, may_resize=True, now=NOW, cluster=cluster)
+    advise(own, store, policy=POLICY, may_resize=True, now=NOW, clusters=clusters)
+    assert asked == [("default", "shared")] and read == given
 
 
 def test_a_wrong_typed_cluster_is_named(store):

@@ -43,6 +43,7 @@ VALUE_SETS = {
 
 NAMESPACED = [
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get"]},  # a clusterSelector job's cluster
     {
         "apiGroups": ["rayjob-advisor.io"],
         "resources": ["runtimeprofiles"],
@@ -71,7 +72,10 @@ def peering(plural: str) -> list[dict]:
     ]
 
 
-WEBHOOK = [{"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["list", "watch"]}]
+WEBHOOK = [
+    {"apiGroups": ["rayjob-advisor.io"], "resources": ["runtimeprofiles"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get"]},
+]
 
 
 def installed(objects: list[dict]) -> list[dict]:

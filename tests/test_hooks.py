@@ -286,3 +286,72 @@ def test_the_webhook_wires_a_labelled_namespaces_jobs_with_the_ca_it_is_given(tm
         assert head_pod(elsewhere) == head_pod(job())
         key_file = {"tls_ca_file": str(key), "progress_url": URL}  # a key is never injected
         assert OperatorConfig(**key_file).tls_ca_file and progress_endpoint(OperatorConfig(**key_file)).ca is None
+
+
+KUBERAY = Policy(hooks=frozenset({"kuberay"}))
+SAMPLE_CLUSTER = "ray-cluster-kuberay"  # the RayCluster ray-job.use-existing-raycluster.yaml runs on
+
+
+def kuberay_sample(name: str, sample: dict, **spec: int) -> tuple[dict, dict | None]:
+    """(a KubeRay sample asking for advice, with ``spec`` set; the RayCluster it runs on, for the clusterSelector
+    one: another sample's cluster)."""
+    rayjob = copy.deepcopy(sample)
+    rayjob["metadata"].setdefault("annotations", {}).update({ann.WORKLOAD: "synthetic", ann.DATASET_SIZE: "8000"})
+    rayjob["spec"].update(spec)
+    if "rayClusterSpec" in rayjob["spec"]:
+        return rayjob, None
+    own = dict(sample_rayjobs())["ray-job.sample.yaml"]["spec"]["rayClusterSpec"]
+    metadata = {"name": rayjob["spec"]["clusterSelector"]["ray.io/cluster"], "namespace": "default"}
+    return rayjob, {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": metadata, "spec": own}
+
+
+@pytest.mark.parametrize(("name", "sample"), sample_rayjobs(), ids=[n for n, _ in sample_rayjobs()])
+def test_the_kuberay_hook_writes_both_deadlines_on_every_sample(store, name, sample):
+    rayjob, cluster = kuberay_sample(name, sample)
+    advice = advise(rayjob, store, policy=KUBERAY, may_resize=True, now=NOW, cluster=cluster)
+    after = applied(rayjob, advice)  # valid against KubeRay's RayJob CRD
+    spec = after["spec"]
+    startup = store.find("default", "synthetic").model.startup(
+        [features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]), cluster)]
+    )[0]
+    assert advice.walltime is not None and advice.error is None
+    wanted = hooks.kuberay_deadlines(advice.walltime, startup)
+    assert {field: spec[field] for field in wanted} == wanted
+    assert spec["activeDeadlineSeconds"] > spec["preRunningDeadlineSeconds"] >= hooks.PROVISIONING_SECONDS
+    assert json.loads(notes_of(advice)[ann.RECOMMENDATION]) == {"kuberay": wanted}  # no deadline: only the hook's
+
+
+@pytest.mark.parametrize(("name", "sample"), sample_rayjobs(), ids=[n for n, _ in sample_rayjobs()])
+def test_the_kuberay_hook_never_changes_a_users_deadline_and_says_when_it_is_lower(store, name, sample):
+    rayjob, cluster = kuberay_sample(name, sample, activeDeadlineSeconds=120, preRunningDeadlineSeconds=2**31 - 1)
+    advice = advise(rayjob, store, policy=KUBERAY, may_resize=True, now=NOW, cluster=cluster)
+    after = applied(rayjob, advice)
+    assert (after["spec"]["activeDeadlineSeconds"], after["spec"]["preRunningDeadlineSeconds"]) == (120, 2**31 - 1)
+    assert "spec" not in advice.patch or not {"activeDeadlineSeconds", "preRunningDeadlineSeconds"} & set(
+        advice.patch["spec"]
+    )
+    shown = json.loads(notes_of(advice)[ann.RECOMMENDATION])["kuberay"]
+    assert shown["reason"] == (
+        f"spec.activeDeadlineSeconds=120 is below the advisor's {shown['activeDeadlineSeconds']}: KubeRay may kill "
+        "the job before it can finish"
+    )
+
+
+def test_the_kuberay_hook_joins_a_deadlines_recommendation_and_follows_a_resize(store):
+    rayjob = deadline_job("enforce", deadline="20s")
+    rayjob["spec"]["preRunningDeadlineSeconds"] = 1
+    advice = advise(rayjob, store, policy=KUBERAY, may_resize=True, now=NOW)
+    after = applied(rayjob, advice)
+    plan = json.loads(after["metadata"]["annotations"][ann.RECOMMENDATION])
+    assert advice.resized and plan["replicas"] > 1 and plan["meetsDeadline"] is not None
+    wanted = hooks.kuberay_deadlines(plan["startupSeconds"] + plan["upperSeconds"], plan["startupSeconds"])
+    assert abs(after["spec"]["activeDeadlineSeconds"] - wanted["activeDeadlineSeconds"]) <= 1  # of the new size
+    assert after["spec"]["preRunningDeadlineSeconds"] == 1
+    assert "preRunningDeadlineSeconds=1 is below" in plan["kuberay"]["reason"]
+    assert "KubeRay may fail the job before it can start" in plan["kuberay"]["reason"]
+
+
+def test_kuberay_deadlines_are_whole_int32_seconds_of_at_least_one():
+    assert hooks.kuberay_deadlines(0.0, 0.0) == {"activeDeadlineSeconds": 600, "preRunningDeadlineSeconds": 600}
+    huge = hooks.kuberay_deadlines(1e300, 10.2)
+    assert huge == {"activeDeadlineSeconds": hooks.INT32_MAX, "preRunningDeadlineSeconds": 616}

@@ -315,3 +315,24 @@ def test_what_if_and_describe_say_the_operator_leaves_a_mode_off_job_alone(live,
     assert plugin(["describe", "quiet", "--kubeconfig", str(config)]) == 0
     prediction = fields(capsys.readouterr().out)["Prediction"]
     assert prediction.startswith("<none> (not predicted: see Error, or the advisor leaves the job alone: its mode is")
+
+
+def test_what_if_reads_the_raycluster_a_cluster_selector_job_names(live, tmp_path, capsys):
+    own = profiled_rayjob("own-cluster")
+    live.api.create({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                     "metadata": {"name": "shared-plugin", "namespace": "default"},
+                     "spec": own["spec"]["rayClusterSpec"]})  # fmt: skip
+    for name, cluster in (("on-shared-plugin", "shared-plugin"), ("on-no-cluster", "none-here")):
+        selected = profiled_rayjob(name)
+        selected["spec"] = {"entrypoint": own["spec"]["entrypoint"], "clusterSelector": {"ray.io/cluster": cluster}}
+        live.api.create(selected)
+    config = tmp_path / "config"
+    config.write_text(json.dumps(kubeconfig(live.api.url)))
+    assert plugin(["what-if", "on-shared-plugin", "--kubeconfig", str(config)]) == 0
+    as_it_is = capsys.readouterr().out.splitlines()[1]
+    assert as_it_is.startswith("as it is, 4 replicas (4 Ray Train workers): "), as_it_is
+    assert plugin(["what-if", "on-no-cluster", "--kubeconfig", str(config)]) == 1
+    assert capsys.readouterr().err == (
+        "error: RayCluster 'none-here' in namespace 'default' (spec.clusterSelector) does not exist: the job runs on "
+        "it, so its size is there\n"
+    )

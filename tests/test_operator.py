@@ -22,13 +22,15 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from rayjob_advisor import __version__, application
 from rayjob_advisor import contract as ann
+from rayjob_advisor.cli.verbs import main as cli_main
 from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
-from rayjob_advisor.observations import Observation
+from rayjob_advisor.observations import Observation, write_observations
 from rayjob_advisor.profiles import history
 from rayjob_advisor_testkit import emulator
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, free_port, running_advisor
@@ -269,8 +271,58 @@ def test_every_kuberay_sample_gets_a_prediction_or_a_clear_error(live):
     names = [b["metadata"]["name"] for b in samples]
     api.wait_until(lambda: all({ann.PREDICTION, ann.ERROR} & set(notes(api, n)) for n in names), 120)
     errors = {n: notes(api, n)[ann.ERROR] for n in names if ann.ERROR in notes(api, n)}
-    assert list(errors) == ["ray-job-use-existing-raycluster"]
-    assert "spec.clusterSelector runs the job on an existing RayCluster" in errors["ray-job-use-existing-raycluster"]
+    assert errors == {
+        "ray-job-use-existing-raycluster": "RayCluster 'ray-cluster-kuberay' in namespace 'default' "
+        "(spec.clusterSelector) does not exist: the job runs on it, so its size is there"
+    }
+
+
+def test_a_cluster_selector_job_is_predicted_from_its_raycluster_as_offline_and_never_resized(live, capsys, tmp_path):
+    api = live.api
+    own = rayjob("own-size", **{ann.DEADLINE: "2m", ann.MODE: "enforce", ann.EPOCHS: "1", ann.WORKERS_FROM: "cluster"})
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shared", "namespace": "default"},
+               "spec": copy.deepcopy(own["spec"]["rayClusterSpec"])}  # fmt: skip
+    selected = copy.deepcopy(own)
+    selected["metadata"]["name"] = "on-shared"
+    del selected["spec"]["rayClusterSpec"]
+    selected["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
+    missing = copy.deepcopy(selected)
+    missing["metadata"]["name"] = "on-missing"
+    missing["spec"]["clusterSelector"] = {"ray.io/cluster": "gone"}
+    before = api.create(cluster)
+    api.inject_fault("GET", "rayclusters", name="shared", status=503, times=6)  # past kubeapi's retries: kopf's
+    created = api.create(selected)
+    api.create(missing)
+    prediction = json.loads(wait_for_note(api, "on-shared", ann.PREDICTION))
+    statuses = [r.status for r in api.requests("GET", "rayclusters", name="shared")]
+    assert statuses[:6] == [503] * 6 and statuses[-1] == 200
+    assert prediction["assumed"]["cluster"] == "shared" and prediction["features"]["workers"] == 4
+    stored = api.get("rayjobs", "default", "on-shared")
+    assert stored["spec"] == created["spec"]
+    assert ann.ORIGINAL_REPLICAS not in stored["metadata"]["annotations"]  # never resized, nor its cluster
+    assert (
+        api.get("rayclusters", "default", "shared")["metadata"]["resourceVersion"]
+        == before["metadata"]["resourceVersion"]
+    )
+    recommendation = json.loads(stored["metadata"]["annotations"][ann.RECOMMENDATION])
+    assert recommendation["reason"].startswith(f"this cluster would need {recommendation['replicas']} workers")
+    error = wait_for_note(api, "on-missing", ann.ERROR)
+    assert error == "RayCluster 'gone' in namespace 'default' (spec.clusterSelector) does not exist: the job runs on " \
+        "it, so its size is there"  # fmt: skip
+    # Offline, from the same runs and the RayCluster as stored: the same numbers.
+    files = {"job": selected, "cluster": api.get("rayclusters", "default", "shared")}
+    for name, manifest in files.items():
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(manifest))
+    write_observations(tmp_path / "runs.csv", small_profile_runs())
+    capsys.readouterr()
+    argv = ["predict", "-f", "job.yaml", "--cluster", "cluster.yaml", "--data", "runs.csv", "--format", "json"]
+    assert cli_main([str(tmp_path / a) if a.endswith((".yaml", ".csv")) else a for a in argv]) == 0
+    offline = json.loads(capsys.readouterr().out)["prediction"]
+    assert (offline["p50"], offline["upper"], offline["assumed"]) == (
+        prediction["p50"],
+        prediction["upper"],
+        prediction["assumed"],
+    )
 
 
 def test_the_run_command_serves_liveness_metrics_and_logs_json(api, tmp_path):
@@ -297,6 +349,28 @@ def test_the_run_command_serves_liveness_metrics_and_logs_json(api, tmp_path):
     log.seek(0)
     lines = [line for line in log.read().splitlines() if line.strip()]
     assert lines and all(json.loads(line)["message"] is not None for line in lines)
+
+
+def test_an_unreachable_api_server_is_one_log_line_a_try_at_start_up(tmp_path):
+    """Issue 22: with no API server to answer, start-up logged two chained tracebacks per try (8 in 25 s)."""
+    with AdvisorEmulator() as gone:
+        url = gone.url  # stopped when the block ends: nothing answers there any more
+    command = [sys.executable, "-m", "rayjob_advisor.cli", "run", "--kube-api", url, "--liveness-port", "0",
+               "--log-format", "json"]  # fmt: skip
+    log_file = tmp_path / "operator.log"
+    with log_file.open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
+        try:
+            deadline = time.monotonic() + 60
+            while log_file.read_text().count("failed temporarily") < 2 and time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+    records = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+    tries = [r["message"] for r in records if "failed temporarily" in r["message"]]
+    assert len(tries) >= 2 and all("start-up could not read namespaces and RuntimeProfiles: " in t for t in tries)
+    assert not [r for r in records if "exc_info" in r or "Traceback" in json.dumps(r)]
 
 
 def held_rayjob(name: str, **notes: str) -> dict:

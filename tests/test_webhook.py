@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Iterator
 
@@ -15,19 +16,25 @@ from benchmarks.admission_fuzz import random_rayjobs
 from rayjob_advisor import contract as ann
 from rayjob_advisor.kube import admission
 from rayjob_advisor_testkit.admission import Webhook
+from rayjob_advisor_testkit.advisor import RunningAdvisor
 from rayjob_advisor_testkit.profiles import WORKLOAD
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 
 @pytest.fixture(scope="module")
-def webhook() -> Iterator[Webhook]:
+def advisor() -> Iterator[RunningAdvisor]:
     """One webhook replica for the module: it keeps no state between reviews."""
     with admission_fuzz.fuzzing_webhook() as advisor:
         advisor.wait_for_model(WORKLOAD)
-        yield advisor.webhook
+        yield advisor
         assert not advisor.api.objects("events") and not advisor.api.requests("PATCH"), (
             "the webhook role must write nothing"
         )
+
+
+@pytest.fixture(scope="module")
+def webhook(advisor: RunningAdvisor) -> Webhook:
+    return advisor.webhook
 
 
 def job(mode: str = "recommend", deadline: str | None = "40s", replicas: int = 1, **notes: str) -> dict:
@@ -172,6 +179,25 @@ def test_annotations_are_never_taken_past_256_kib(webhook):
     stored, response = webhook.admit(rayjob)
     assert stored == rayjob and "patch" not in response and len(response["warnings"]) == 1
     assert "over Kubernetes' limit of 262144: none written, replicas unchanged" in response["warnings"][0]
+
+
+def test_a_cluster_selector_job_is_predicted_from_the_raycluster_it_names(advisor):
+    own = job("enforce", deadline="25s")
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shared", "namespace": "default"},
+               "spec": copy.deepcopy(own["spec"]["rayClusterSpec"])}  # fmt: skip
+    advisor.api.create(cluster)
+    selected = copy.deepcopy(own)
+    del selected["spec"]["rayClusterSpec"]
+    selected["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
+    stored, _ = advisor.webhook.admit(selected)
+    notes = stored["metadata"]["annotations"]
+    assert json.loads(notes[ann.PREDICTION])["assumed"]["cluster"] == "shared" and stored["spec"] == selected["spec"]
+    assert json.loads(notes[ann.RECOMMENDATION])["reason"].startswith("this cluster would need")
+    selected["spec"]["clusterSelector"] = {"ray.io/cluster": "gone"}
+    stored, response = advisor.webhook.admit(selected)
+    text = "RayCluster 'gone' in namespace 'default' (spec.clusterSelector) does not exist: the job runs on it, so its "
+    assert stored["metadata"]["annotations"][ann.ERROR] == text + "size is there"
+    assert response["warnings"] == [f"rayjob-advisor: {text}size is there"]
 
 
 def test_a_wrong_type_is_named_in_the_warning_and_the_error_annotation(webhook):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
@@ -41,12 +41,18 @@ from rayjob_advisor.advice.features import Features, features_from_rayjob
 from rayjob_advisor.advice.prediction import Prediction
 from rayjob_advisor.errors import AnnotationError, NoProfileYet, UnpredictableJob, UserError
 from rayjob_advisor.kuberay import hooks, spec
+from rayjob_advisor.kuberay.cluster import selected_cluster
 from rayjob_advisor.kuberay.hooks import Progress
 from rayjob_advisor.kuberay.manifest import MergePatch, merge, metadata_patch
 from rayjob_advisor.kuberay.rayjob import RayJob
 from rayjob_advisor.models.runtime import RELIABLE_EXTRAPOLATION, RuntimeModel
 from rayjob_advisor.observations import AcceleratorChoice, Observation
 from rayjob_advisor.profiles.store import ProfileSource
+
+ClusterReader = Callable[[str, str], Mapping[str, Any]]
+"""(namespace, name) -> the RayCluster a ``clusterSelector`` job names, as the API server has it; raises
+``UserError`` when there is none to read (one line naming it), ``RetryableError`` when the API server does not
+answer."""
 
 
 class Policy(pydantic.BaseModel):
@@ -154,15 +160,18 @@ def advise(
     may_resize: bool,
     now: dt.datetime,
     cluster: Mapping[str, Any] | None = None,
+    clusters: ClusterReader | None = None,
 ) -> Advice:
     """The advisor's changes to one RayJob that has not started (``forecast``; a release only, of a job it leaves
     alone).
 
-    Bad input (a field of the wrong type too, read by type first: ``spec``)
+    Bad input (a field of the wrong type too, read by type first: ``spec``;
+    a ``clusterSelector`` job's missing RayCluster, read with ``clusters``)
     becomes the ``error`` annotation and a warning; a workload with no
     profile yet (``NoProfileYet``) the ``note`` annotation. Raises
     ``ProfileNotReady`` while the profile's first fit is still running (a
-    held job stays held until it is done).
+    held job stays held until it is done), ``RetryableError`` when
+    ``clusters`` cannot reach the API server.
     """
     rayjob = RayJob(body)
     if left_alone(rayjob, policy) is not None:
@@ -171,7 +180,9 @@ def advise(
     try:
         spec.check(body)
         inputs = job_inputs(rayjob, policy).within_reach(now)
-        seen = forecast(body, profiles, policy=policy, may_resize=may_resize, now=now, cluster=cluster)
+        seen = forecast(
+            body, profiles, policy=policy, may_resize=may_resize, now=now, cluster=cluster, clusters=clusters
+        )
     except UserError as exc:
         release, workload = rayjob.release() if may_resize else {}, inputs.workload if inputs else None
         answer = _learning if isinstance(exc, NoProfileYet) else _bad_input
@@ -188,6 +199,7 @@ def forecast(
     may_resize: bool,
     now: dt.datetime,
     cluster: Mapping[str, Any] | None = None,
+    clusters: ClusterReader | None = None,
 ) -> Forecast:
     """What the advisor makes of one RayJob that has not started, and writes on it (nothing, but the release of a
     held job, on a job the operator leaves alone: ``left_alone`` says why).
@@ -201,11 +213,14 @@ def forecast(
     profile is asked for its model (a fit, for a tool that fits when asked):
     a mistake costs no waiting. Raises ``UserError`` for bad input,
     ``ProfileNotReady`` while the profile's fit is running. ``cluster``: the
-    RayCluster a ``clusterSelector`` job runs on, read by the caller (the job
-    is predicted from its groups, never resized: ``kuberay.cluster``).
+    RayCluster a ``clusterSelector`` job runs on, else read with ``clusters``
+    (the job is predicted from its groups, never resized: ``kuberay.cluster``).
     """
     rayjob = RayJob(body)
     spec.check(body)
+    name = selected_cluster(body)
+    if cluster is None and clusters is not None and name is not None:
+        cluster = clusters(rayjob.namespace, name)
     if cluster is not None:
         spec.check_cluster(cluster, f"RayCluster {RayJob(cluster).metadata.get('name')!r}")
     inputs = job_inputs(rayjob, policy).within_reach(now)
@@ -214,7 +229,10 @@ def forecast(
     fitted = profiles.fitted(rayjob.namespace, inputs.workload, job.accelerator)
     result = prediction.predict(job, fitted.model, fitted.label, inputs.confidence, now, fitted.choice.assumed)
     deadline = rayjob.deadline(inputs, now)  # a duration counts from creation; at admission, from now
-    plan = planner.recommend(job, fitted.model, deadline, now, inputs.confidence, policy.prices) if deadline else None
+    plan = None
+    if deadline is not None:
+        plan = planner.recommend(job.advice_only(), fitted.model, deadline, now, inputs.confidence, policy.prices)
+        plan = _on_shared_cluster(plan, job)
     startup = float(fitted.model.startup([job])[0])
     seen = Forecast(
         inputs=inputs, job=job, profile=fitted.label, model=fitted.model, choice=fitted.choice, prices=policy.prices,
@@ -256,6 +274,16 @@ def _planned(seen: Forecast, rayjob: RayJob, *, may_resize: bool, now: dt.dateti
     else:
         message = Message(reason=reasons.RECOMMENDED, text=text, event=False)
     return seen.model_copy(update={"plan": plan, "patch": metadata_patch(notes), "messages": (message,)})
+
+
+def _on_shared_cluster(plan: planner.Recommendation, job: Features) -> planner.Recommendation:
+    """A plan for a job on an existing RayCluster (``clusterSelector``) says what that cluster would need: advice
+    only, as ``enforce`` never resizes a shared cluster (``Features.enforce_blocker``)."""
+    if job.cluster is None or job.scale_group is None:
+        return plan
+    pods = job.with_replicas(plan.replicas).pods
+    need = f"this cluster would need {pods} workers ({plan.size} of {plan.group}; the planner's size, not applied)"
+    return plan.model_copy(update={"reason": f"{need}: {plan.reason}"})
 
 
 def _beyond_reach(seen: Forecast, plan: planner.Recommendation, reach: float) -> str | None:
@@ -300,7 +328,14 @@ def _hooked(seen: Forecast, body: Mapping[str, Any], policy: Policy) -> Forecast
     if not enabled:
         return seen
     advised = merge(copy.deepcopy(dict(body)), seen.patch)
-    patch = merge(seen.patch, hooks.patch(advised, enabled, seen.walltime, policy.progress))
+    startup = seen.plan.startup_seconds if seen.resized and seen.plan else seen.startup  # of the size as advised
+    patch = merge(seen.patch, hooks.patch(advised, enabled, seen.walltime, policy.progress, startup))
+    if "kuberay" in enabled:  # shown in the recommendation, with or without a plan
+        shown = {
+            **(seen.plan.fields() if seen.plan else {}),
+            "kuberay": hooks.kuberay_advice(advised, seen.walltime, startup),
+        }
+        merge(patch, metadata_patch({contract.RECOMMENDATION: contract.compact_json(shown)}))
     messages = seen.messages
     if "progress" in enabled and policy.progress is None:
         text = f"{hooks.PROGRESS_OFF}: nothing injected"

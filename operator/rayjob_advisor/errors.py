@@ -99,3 +99,7 @@ class ProfileNotReady(RetryableError):
 
 class ProfileConflict(RetryableError):
     """A RuntimeProfile kept changing under our writes: try again later."""
+
+
+class ApiUnavailable(RetryableError):
+    """The API server did not answer a read the advice needs (a clusterSelector job's RayCluster): try again later."""

@@ -178,7 +178,9 @@ KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
             RECOMMENDATION,
             _RAYJOB,
             "compact JSON, with a deadline: group, replicas (and GPUs per worker), whether it meets the deadline, "
-            "the chance it does, the suggested walltime and a one-line reason",
+            "the chance it does, the suggested walltime and a one-line reason; with the kuberay hook (with or "
+            "without a deadline), kuberay: the activeDeadlineSeconds and preRunningDeadlineSeconds it advises, and "
+            "a reason where the job's own are lower",
             '{"group":"cpu-workers","meetsDeadline":true,"replicas":1,...}',
         ),
         KeyDoc(

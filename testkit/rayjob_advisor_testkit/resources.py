@@ -1,5 +1,6 @@
-"""What the emulator serves for the advisor: RayJobs (real KubeRay CRD), RuntimeProfiles (our CRD), kopf's peerings,
-core resources, pods (the Ray pods KubeRay would make), and TokenReviews of the service-account tokens it issues."""
+"""What the emulator serves for the advisor: RayJobs and RayClusters (real KubeRay CRDs), RuntimeProfiles (our CRD),
+kopf's peerings, core resources, pods (the Ray pods KubeRay would make), and TokenReviews of the service-account tokens
+it issues."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from rayjob_advisor_testkit import emulator, schemas
-from rayjob_advisor_testkit.paths import CRDS
+from rayjob_advisor_testkit.paths import CRDS, KUBERAY_CRDS
 from rayjob_advisor_testkit.rayjobs import RAYJOB_SCHEMA
 
+RAYCLUSTER_SCHEMA = schemas.crd_schema(KUBERAY_CRDS / "ray.io_rayclusters.yaml", "v1")
 RUNTIMEPROFILE_SCHEMA = schemas.crd_schema(CRDS / "rayjob-advisor.io_runtimeprofiles.yaml", "v1alpha1")
 API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"  # the API server's own, for tokens that name none
 
@@ -97,13 +99,17 @@ class TokenAuthority:
 
 
 def advisor_resources(tokens: TokenAuthority | None = None) -> list[emulator.ResourceSpec]:
-    """RayJobs and RuntimeProfiles, pruned, defaulted and validated by their CRD schemas, the core resources, and
-    TokenReviews answered by ``tokens`` (a new authority if none)."""
+    """RayJobs, RayClusters (what a clusterSelector job names) and RuntimeProfiles, pruned, defaulted and validated by
+    their CRD schemas, the core resources, and TokenReviews answered by ``tokens`` (a new authority if none)."""
     tokens = tokens or TokenAuthority()
     return [
         emulator.ResourceSpec(
             "ray.io", "v1", "rayjobs", "RayJob", namespaced=True, status_subresource=True,
             categories=("all",), schema=RAYJOB_SCHEMA, validate=schemas.schema_validator(RAYJOB_SCHEMA),
+        ),
+        emulator.ResourceSpec(
+            "ray.io", "v1", "rayclusters", "RayCluster", namespaced=True, status_subresource=True,
+            categories=("all",), schema=RAYCLUSTER_SCHEMA, validate=schemas.schema_validator(RAYCLUSTER_SCHEMA),
         ),
         emulator.ResourceSpec(
             "rayjob-advisor.io", "v1alpha1", "runtimeprofiles", "RuntimeProfile", namespaced=True,

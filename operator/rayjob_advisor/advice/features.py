@@ -73,11 +73,19 @@ class Features(pydantic.BaseModel):
 
     @property
     def enforce_blocker(self) -> str | None:
-        """Why ``enforce`` may not resize: Ray Train cannot follow the pods, or the plan rests on assumed inputs."""
-        return self.training.blocker or self.missing_inputs
+        """Why ``enforce`` may not resize: a shared cluster, Ray Train cannot follow the pods, or the plan rests on
+        assumed inputs."""
+        shared = self.resize_blocker if self.cluster else None
+        return shared or self.training.blocker or self.missing_inputs
 
     accelerator: str | None = None  # canonical (``contract.canonical_accelerator``); None: the job does not say
     cluster: str | None = None  # the existing RayCluster it runs on (``clusterSelector``), whose groups these are
+    autoscaling: str | None = None  # that cluster's autoscaler may change the size it is predicted at
+
+    def advice_only(self) -> Features:
+        """The job as the planner sizes it when its size is only advice: a shared cluster (``cluster``) is never
+        resized, yet the size it would need for a deadline is worth saying."""
+        return self.model_copy(update={"resize_blocker": None}) if self.cluster else self
 
     @property
     def pods(self) -> int:
@@ -157,6 +165,7 @@ def features_from_rayjob(
         **_batch(inputs, workers),
         accelerator=inputs.accelerator or on.accelerator,
         cluster=on.cluster,
+        autoscaling=on.autoscaling,
     )
 
 

@@ -124,22 +124,24 @@ class Recommendation(pydantic.BaseModel):
     probability: float  # the estimated chance that the chosen size finishes before the deadline
 
     def annotation(self) -> str:
-        return contract.compact_json(
-            {
-                "group": self.group,
-                "replicas": self.replicas,
-                "currentReplicas": self.current_replicas,
-                "gpusPerWorker": self.gpus_per_worker,
-                "currentGpusPerWorker": self.current_gpus_per_worker,
-                "meetsDeadline": self.meets_deadline,
-                "deadline": contract.format_timestamp(self.deadline),
-                "upperSeconds": round(self.upper_seconds, 1),
-                "startupSeconds": round(self.startup_seconds, 1),
-                "probability": round(self.probability, 3),
-                "suggestedWalltime": contract.format_duration(self.walltime),
-                "reason": self.reason,
-            }
-        )
+        return contract.compact_json(self.fields())
+
+    def fields(self) -> dict[str, object]:
+        """What the annotation holds, as JSON values."""
+        return {
+            "group": self.group,
+            "replicas": self.replicas,
+            "currentReplicas": self.current_replicas,
+            "gpusPerWorker": self.gpus_per_worker,
+            "currentGpusPerWorker": self.current_gpus_per_worker,
+            "meetsDeadline": self.meets_deadline,
+            "deadline": contract.format_timestamp(self.deadline),
+            "upperSeconds": round(self.upper_seconds, 1),
+            "startupSeconds": round(self.startup_seconds, 1),
+            "probability": round(self.probability, 3),
+            "suggestedWalltime": contract.format_duration(self.walltime),
+            "reason": self.reason,
+        }
 
     @property
     def walltime(self) -> float:

@@ -40,7 +40,9 @@ class Prediction(pydantic.BaseModel):
     the profile never varied (e.g. ``cpus_per_worker``), inputs the job did
     not give, defaulted from the profile (e.g. ``batch_size_per_worker``,
     ``placement``), and ``accelerator`` when the runs were measured on
-    another one than the job's (it names none, or the profile has no runs on it).
+    another one than the job's (it names none, or the profile has no runs on it);
+    ``cluster``, the existing RayCluster whose groups it was predicted from,
+    and ``autoscaling`` where that cluster's autoscaler may change their size.
     """
 
     model_config = pydantic.ConfigDict(frozen=True)
@@ -105,6 +107,7 @@ def predict(
             **model.assumptions(features),
             **({"accelerator": assumed_accelerator} if assumed_accelerator else {}),
             **({"cluster": features.cluster} if features.cluster else {}),
+            **({"autoscaling": features.autoscaling} if features.autoscaling else {}),
         },
         time=now or contract.now(),
     )

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import sys
@@ -28,7 +29,7 @@ from rayjob_advisor import __version__, application, contract
 from rayjob_advisor.advice import planner, prediction
 from rayjob_advisor.cli.tables import assumptions_summary, model_summary, runtime_summary, what_if_table
 from rayjob_advisor.cli.verbs import closed_pipe, integers, settings
-from rayjob_advisor.errors import UsageError, UserError, hide_library_warnings
+from rayjob_advisor.errors import ApiUnavailable, UsageError, UserError, hide_library_warnings
 from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.kube.config import advice_config
 from rayjob_advisor.kuberay.rayjob import RayJob
@@ -244,7 +245,7 @@ def _deadline_lines(rayjob: RayJob, status: str | None, now: dt.datetime) -> lis
 
 
 def _recommendation_lines(plan: dict[str, Any] | None, notes: Mapping[str, str]) -> list[tuple[str, str]]:
-    if plan is None:
+    if plan is None or "replicas" not in plan:  # no deadline: at most the kuberay hook's deadlines
         return []
     verdict = "meets the deadline" if plan.get("meetsDeadline") else "MISSES the deadline"
     lines = [("Recommendation", f"{_size(plan)} ({verdict}): {plan.get('reason', '')}")]
@@ -312,7 +313,8 @@ def what_if_rayjob(cluster: Cluster, args: argparse.Namespace) -> str:
     )
     shared = (where,) if where and where not in ("shipped", rayjob.namespace) else ()
     store = _profiles(cluster, rayjob.namespace, shared, application.job_inputs(rayjob, policy).workload)
-    seen = application.forecast(body, store, policy=policy, may_resize=False, now=contract.now())
+    clusters = functools.partial(kubeapi.read_raycluster, cluster.api)  # a clusterSelector job's RayCluster
+    seen = application.forecast(body, store, policy=policy, may_resize=False, now=contract.now(), clusters=clusters)
     job, group = seen.job, seen.job.scale_group
     size = planner.describe_size(group.replicas, job.gpus_per_worker) if group else "the head pod alone"
     return "\n".join([
@@ -377,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         print(f"error: Unable to connect to the server: {exc}", file=sys.stderr)
         return 1
-    except UserError as exc:
+    except (UserError, ApiUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

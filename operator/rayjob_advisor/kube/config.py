@@ -121,11 +121,12 @@ class OperatorConfig(pydantic.BaseModel):
         description="where progress reporters post (the chart: its progress Service), which the progress hook "
         "gives jobs; unset: progress reporting is off, and the hook injects nothing",
     )
-    hooks: tuple[Literal["kueue", "karpenter", "progress"], ...] = pydantic.Field(
+    hooks: tuple[Literal["kueue", "karpenter", "progress", "kuberay"], ...] = pydantic.Field(
         default=(),
         description="hooks written at admission for every namespace (a namespace label "
         "rayjob-advisor.io/hook-NAME: 'true'|'false' overrides): kueue (maxRunDurationSeconds), karpenter "
-        "(do-not-disrupt for the expected walltime), progress (the head pod wired to report progress)",
+        "(do-not-disrupt for the expected walltime), progress (the head pod wired to report progress), kuberay "
+        "(KubeRay's activeDeadlineSeconds and preRunningDeadlineSeconds, where the job sets none)",
     )
     cpu_hour_price: float = pydantic.Field(default=0.05, ge=0, description="planner cost of a CPU-hour")
     gpu_hour_price: float = pydantic.Field(

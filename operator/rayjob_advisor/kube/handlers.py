@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -145,7 +146,9 @@ def _advice(
     """The advice, retried while the profile is being fitted (``wiring.backoff``); any other failure is reported on
     the job."""
     try:
-        return application.advise(body, memo.store, policy=policy, may_resize=may_resize, now=contract.now())
+        clusters = functools.partial(kubeapi.read_raycluster, memo.kube)
+        now = contract.now()
+        return application.advise(body, memo.store, policy=policy, may_resize=may_resize, now=now, clusters=clusters)
     except RetryableError as exc:
         raise wiring.retry_later(exc, retry, "the prediction") from exc
     except Exception as exc:

@@ -21,7 +21,7 @@ import kubernetes
 import urllib3
 
 from rayjob_advisor import contract, reasons
-from rayjob_advisor.errors import NoCluster, NoProfileYet, ProfileConflict
+from rayjob_advisor.errors import ApiUnavailable, NoCluster, NoProfileYet, ProfileConflict, UnpredictableJob
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.profiles import codec, history
 from rayjob_advisor.profiles.profile import Profile
@@ -30,10 +30,12 @@ from rayjob_advisor.profiles.store import ProfileStore
 GROUP, VERSION, PLURAL = contract.API_GROUP, "v1alpha1", "runtimeprofiles"
 PROFILES = (GROUP, VERSION, PLURAL)
 RAYJOBS = ("ray.io", "v1", "rayjobs")
+RAYCLUSTERS = ("ray.io", "v1", "rayclusters")
 PEERINGS = ("kopf.dev", "v1")  # kopf's peering CRDs: ClusterKopfPeering, KopfPeering
 TIMEOUT_SECONDS = 10.0
 CONFLICT_RETRIES = 10
 CONFLICT_BACKOFF = (0.02, 1.0)  # seconds: jittered exponential backoff after a 409, from this base up to this cap
+ADMISSION_READ_SECONDS = 2.0  # the webhook's reads: the API server waits webhook.timeoutSeconds (5) for the answer
 TRANSIENT_BACKOFFS = (0.2, 0.5, 1.0, 2.0)  # seconds before each retry of a transient failure; then it raises
 COMPONENT = "rayjob-advisor"
 logger = logging.getLogger(__name__)
@@ -86,6 +88,14 @@ def once(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``call(*args, **kwargs, _request_timeout=TIMEOUT_SECONDS)``, not repeated: where the caller tries again
     anyway (a progress reporter sends its next report), a retry would only hold a thread for longer."""
     return call(*args, **kwargs, _request_timeout=TIMEOUT_SECONDS)
+
+
+def failure(exc: BaseException) -> str | None:
+    """The one line of an API call's failure that is no bug of ours — no answer, or an HTTP error status (an RBAC
+    rule missing, say) — else None (a bug: its traceback is worth logging)."""
+    if transient(exc) or isinstance(exc, kubernetes.client.ApiException):
+        return _brief(exc)
+    return None
 
 
 def _brief(exc: BaseException) -> str:
@@ -215,6 +225,40 @@ def read_rayjob(
     group, version, plural = RAYJOBS
     call = retried if retry else once
     return _object(call(api.get_namespaced_custom_object, group, version, namespace, plural, name))
+
+
+def read_raycluster(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, *, admission: bool = False
+) -> dict[str, Any]:
+    """The RayCluster a ``clusterSelector`` job names (``application.ClusterReader``).
+
+    One that does not exist, or that the advisor may not read, is the job's
+    error (``UnpredictableJob``, one line naming it); an API server that
+    does not answer is ``ApiUnavailable`` (the caller tries again later).
+    ``admission``: read once, within ``ADMISSION_READ_SECONDS``.
+    """
+    what = f"RayCluster {name!r} in namespace {namespace!r} (spec.clusterSelector)"
+    try:
+        group, version, plural = RAYCLUSTERS
+        if admission:
+            answer = api.get_namespaced_custom_object(
+                group, version, namespace, plural, name, _request_timeout=ADMISSION_READ_SECONDS
+            )
+        else:
+            answer = retried(api.get_namespaced_custom_object, group, version, namespace, plural, name)
+    except Exception as exc:
+        if transient(exc):
+            raise ApiUnavailable(f"could not read {what}: {_brief(exc)}") from None
+        if not isinstance(exc, kubernetes.client.ApiException):
+            raise
+        if exc.status == 404:
+            raise UnpredictableJob(f"{what} does not exist: the job runs on it, so its size is there") from None
+        if exc.status == 403:
+            raise UnpredictableJob(f"{what} may not be read by the advisor (RBAC: get rayclusters)") from None
+        raise UnpredictableJob(f"could not read {what}: {_brief(exc)}") from None
+    if not isinstance(answer, dict):
+        raise UnpredictableJob(f"{what}: the API server answered {type(answer).__name__}, not an object")
+    return answer
 
 
 def patch_rayjob(

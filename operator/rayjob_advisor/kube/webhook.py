@@ -26,10 +26,9 @@ import kopf
 
 from rayjob_advisor import application, contract, reasons
 from rayjob_advisor.errors import RetryableError, UserError
-from rayjob_advisor.kube import admission, serving, wiring
+from rayjob_advisor.kube import admission, kubeapi, serving, wiring
 from rayjob_advisor.kube.config import OperatorConfig
 from rayjob_advisor.kuberay.manifest import merge
-from rayjob_advisor.profiles.store import ProfileStore
 
 REGISTRY = wiring.registry()
 logger = logging.getLogger(__name__)
@@ -137,7 +136,7 @@ def admit(
     goes into a webhook configuration it manages): only a CREATE may resize.
     """
     with memo.metrics.admission_duration.time():
-        advice = _advice_or_unchanged(body, memo.store, memo.policy(namespace), may_resize=operation == "CREATE")
+        advice = _advice_or_unchanged(body, memo, memo.policy(namespace), may_resize=operation == "CREATE")
     warnings.extend(admission.warnings(advice.warnings))
     merge(patch, advice.patch)
     if advice.resized and not dryrun:
@@ -145,11 +144,15 @@ def admit(
 
 
 def _advice_or_unchanged(
-    body: kopf.Body, store: ProfileStore, policy: application.Policy, *, may_resize: bool
+    body: kopf.Body, memo: wiring.Memo, policy: application.Policy, *, may_resize: bool
 ) -> application.Advice:
-    """Fail open: a profile still being fitted, or our own bug, admits the RayJob unchanged with a warning."""
+    """Fail open: a profile still being fitted, an API server that does not answer, or our own bug, admits the
+    RayJob unchanged with a warning. A clusterSelector job's RayCluster is read once, briefly: admission
+    waits for it."""
     try:
-        advice = application.advise(body, store, policy=policy, may_resize=may_resize, now=contract.now())
+        clusters = functools.partial(kubeapi.read_raycluster, memo.kube, admission=True)
+        now = contract.now()
+        advice = application.advise(body, memo.store, policy=policy, may_resize=may_resize, now=now, clusters=clusters)
         return admission.within_limits(body, advice, may_resize=may_resize)
     except RetryableError as exc:
         text = f"{exc}; admitted unchanged, the controller will predict shortly"

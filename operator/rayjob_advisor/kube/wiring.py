@@ -241,11 +241,20 @@ def _login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
 
 def _start(memo: Memo, **_: Any) -> None:
     """Load every namespace's labels and every RuntimeProfile before any RayJob is handled (else early jobs find
-    their namespace's opt-in or their profile missing), start fitting; no library warning reaches the log."""
+    their namespace's opt-in or their profile missing), start fitting; no library warning reaches the log. An API
+    server that does not answer (or refuses) is one log line a try, retried after ``STARTUP_BACKOFF_SECONDS``."""
     hide_library_warnings()
     memo.api = kubeapi.client(memo.config.kube_api)
-    memo.namespace_labels.update(kubeapi.namespace_labels(memo.api))
-    for item in kubeapi.list_profiles(memo.api, memo.config.watched_namespaces):
+    try:
+        memo.namespace_labels.update(kubeapi.namespace_labels(memo.api))
+        listed = kubeapi.list_profiles(memo.api, memo.config.watched_namespaces)
+    except Exception as exc:
+        failure = kubeapi.failure(exc)
+        if failure is None:
+            raise
+        text = f"start-up could not read namespaces and RuntimeProfiles: {failure}"
+        raise kopf.TemporaryError(text, delay=STARTUP_BACKOFF_SECONDS) from None
+    for item in listed:
         _start_with(memo, item)
     if memo.config.metrics_port:
         memo.metrics.serve(memo.config.metrics_port)
@@ -268,8 +277,10 @@ def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
         if memo.config.role == "controller" and namespace and memo.api is not None and leads(memo):
             try:
                 kubeapi.report_bad_profile(memo.api, namespace, name, metadata.get("generation"), str(exc))
-            except Exception:  # the report is a courtesy: start-up goes on without it
-                logger.exception("could not report on RuntimeProfile %s/%s", namespace, name)
+            except Exception as failed:  # the report is a courtesy: start-up goes on without it
+                failure = kubeapi.failure(failed)
+                logger.error("could not report on RuntimeProfile %s/%s: %s", namespace, name, failure or failed,
+                             exc_info=failure is None)  # fmt: skip
 
 
 def _probe_background(memo: Memo, **_: Any) -> dict[str, Any]:

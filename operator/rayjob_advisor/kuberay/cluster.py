@@ -56,6 +56,7 @@ class TrainingPods(pydantic.BaseModel):
     placement: contract.Placement | None = None  # what the group's pod template requires
     accelerator: str | None = None  # the accelerator the pods select
     cluster: str | None = None  # the existing RayCluster it runs on (``clusterSelector``)
+    autoscaling: str | None = None  # that cluster's autoscaler may change the group's size: the range it may take
 
     @property
     def pods(self) -> int:
@@ -112,4 +113,14 @@ def training_pods(
         placement=group.placement,
         accelerator=group.accelerator,
         cluster=name,
+        autoscaling=_autoscaling(group) if name is not None and autoscaled else None,
     )
+
+
+def _autoscaling(group: WorkerGroup) -> str | None:
+    """What a shared cluster's autoscaler may do to the group the job is predicted on (None: its size is fixed):
+    the prediction assumes the replicas it has now."""
+    if group.min_replicas == group.max_replicas:
+        return None
+    span = f"{group.min_replicas}-{group.max_replicas}"
+    return f"{group.replicas} replicas of {group.name} as now; the Ray autoscaler may run {span}"

@@ -12,6 +12,14 @@ Runtime estimates that other schedulers read:
 Both carry the job's expected walltime: predicted start-up plus the upper bound of its execution at
 its confidence (raise ``confidence`` for more margin).
 
+KubeRay's own deadlines, which it enforces on the job:
+
+- ``kuberay``: ``spec.activeDeadlineSeconds`` (KubeRay kills a job that runs longer) from the walltime,
+  and ``spec.preRunningDeadlineSeconds`` (KubeRay fails a job not running by then) from the expected
+  start-up, both with ``DEADLINE_MARGIN`` and ``PROVISIONING_SECONDS`` (``kuberay_deadlines``). A value the
+  user set is never changed, lowered nor raised: where it is below the advisor's, the ``recommendation``
+  says so (``kuberay_advice``).
+
 And the wiring of progress reports, as service meshes inject their sidecars:
 
 - ``progress``: into the head pod (where the entrypoint, and so Ray Train's controller with the
@@ -37,7 +45,29 @@ import pydantic
 from rayjob_advisor import contract
 from rayjob_advisor.kuberay.manifest import MergePatch, merge, nested
 
-HOOKS = ("kueue", "karpenter", "progress")
+HOOKS = ("kueue", "karpenter", "progress", "kuberay")
+ACTIVE_DEADLINE, PRE_RUNNING_DEADLINE = "activeDeadlineSeconds", "preRunningDeadlineSeconds"
+INT32_MAX = 2**31 - 1  # both fields are int32 in KubeRay's CRD
+
+DEADLINE_MARGIN = 1.5
+"""KubeRay's deadlines are this many times what the advisor expects (plus ``PROVISIONING_SECONDS``).
+
+A job KubeRay kills at ``activeDeadlineSeconds`` loses all its work, while a
+deadline set too late only lets a hung job hold its pods a little longer:
+the upper bound is a quantile (0.9 by default), which one run in ten
+exceeds by design, so the deadline must not sit on it. Half as long again
+leaves a run slower than its bound room to finish, and still stops one that
+hangs. Raise the job's ``confidence`` for more (the bound moves with it)."""
+
+PROVISIONING_SECONDS = 600
+"""Added to both deadlines: KubeRay counts them from the job's start, when it creates the cluster, so they
+include pod scheduling, node provisioning and image pulls before the Ray job runs, which no profile measures
+(its start-up begins in the driver's ``fit()``). Ten minutes: a GPU node coming up and pulling a Ray image."""
+
+_RISKS = {
+    ACTIVE_DEADLINE: "KubeRay may kill the job before it can finish",
+    PRE_RUNNING_DEADLINE: "KubeRay may fail the job before it can start",
+}
 TOKEN_VOLUME = "rayjob-advisor-token"
 TOKEN_SECONDS = 3600  # the kubelet renews a projected token at 80 % of its life; the callback re-reads it
 PROGRESS_OFF = "the progress hook is on for this namespace, but progress reporting is off (progress.enabled=false)"
@@ -65,17 +95,54 @@ def enabled(configured: Iterable[str], namespace_labels: Mapping[str, str]) -> f
     return frozenset(result)
 
 
+def kuberay_deadlines(walltime_seconds: float, startup_seconds: float) -> dict[str, int]:
+    """KubeRay's deadline fields for a job expected to take ``walltime_seconds`` (start-up included) and to start
+    in ``startup_seconds`` (module docstring): whole seconds, at least 1, within the CRD's int32."""
+    active = PROVISIONING_SECONDS + DEADLINE_MARGIN * walltime_seconds
+    pre_running = PROVISIONING_SECONDS + DEADLINE_MARGIN * startup_seconds
+    return {field: min(INT32_MAX, max(1, math.ceil(seconds))) for field, seconds in
+            ((ACTIVE_DEADLINE, active), (PRE_RUNNING_DEADLINE, pre_running))}  # fmt: skip
+
+
+def kuberay_advice(rayjob: Mapping[str, Any], walltime_seconds: float, startup_seconds: float) -> dict[str, Any]:
+    """What the ``recommendation`` shows of the ``kuberay`` hook: the advisor's deadlines and, where the user set a
+    lower one (kept as it is), what that risks."""
+    spec = _own_spec(rayjob)
+    wanted = kuberay_deadlines(walltime_seconds, startup_seconds)
+    lower = [
+        f"spec.{field}={spec[field]} is below the advisor's {seconds}: {_RISKS[field]}"
+        for field, seconds in wanted.items()
+        if isinstance(spec.get(field), int) and spec[field] < seconds
+    ]
+    return {**wanted, **({"reason": "; ".join(lower)} if lower else {})}
+
+
+def _own_spec(rayjob: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = rayjob.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
 def patch(
-    rayjob: Mapping[str, Any], hooks: frozenset[str], walltime_seconds: float, progress: Progress | None = None
+    rayjob: Mapping[str, Any],
+    hooks: frozenset[str],
+    walltime_seconds: float,
+    progress: Progress | None = None,
+    startup_seconds: float = 0.0,
 ) -> MergePatch:
     """The merge patch writing ``hooks`` for a job expected to take ``walltime_seconds`` (empty if none apply).
 
     ``rayjob`` is the job as it will be once the advice is applied (a resize replaces the worker group
     list, which this patch must carry whole as well). ``progress``: where reports go; None: nowhere, and
-    the ``progress`` hook writes nothing.
+    the ``progress`` hook writes nothing. ``startup_seconds``: the job's expected start-up (``kuberay``).
     """
     seconds = max(1, math.ceil(walltime_seconds))
     result: MergePatch = {}
+    if "kuberay" in hooks:
+        own = _own_spec(rayjob)
+        wanted = kuberay_deadlines(walltime_seconds, startup_seconds)
+        unset = {field: value for field, value in wanted.items() if own.get(field) is None}
+        if unset:
+            result["spec"] = unset
     annotations = (rayjob.get("metadata") or {}).get("annotations") or {}
     if "kueue" in hooks and not annotations.get(contract.KUEUE_MAX_RUN_DURATION):
         result["metadata"] = {"annotations": {contract.KUEUE_MAX_RUN_DURATION: str(seconds)}}
@@ -102,7 +169,7 @@ def patch(
                     }
             spec["workerGroupSpecs"] = groups
         if spec:
-            result["spec"] = {"rayClusterSpec": spec}
+            merge(result, {"spec": {"rayClusterSpec": spec}})
     if "progress" in hooks and progress is not None and isinstance(cluster, Mapping):
         pod = _reporting_pod(rayjob, nested(cluster, "headGroupSpec", "template", "spec"), progress)
         if pod:
