@@ -86,21 +86,20 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_header_timeout_seconds: float = pydantic.Field(
         default=5.0,
         gt=0,
-        description="the webhook (and the progress endpoint) closes a connection whose TLS handshake, or whose "
-        "request line and headers, are not all in within this long (from its handshake or its previous answer; "
-        "also the idle keep-alive)",
+        description="every port (the webhook, progress, /healthz, /metrics) closes a connection whose TLS "
+        "handshake, or whose request line and headers, are not all in within this long (from its handshake or its "
+        "previous answer; also the idle keep-alive)",
     )
     webhook_body_timeout_seconds: float = pydantic.Field(
         default=5.0,
         gt=0,
-        description="the webhook (and the progress endpoint) answers 408 and closes when a request body takes "
-        "longer to arrive",
+        description="every port answers 408 and closes when a request body takes longer to arrive",
     )
     webhook_max_connections: int = pydantic.Field(
         default=256,
         ge=1,
-        description="open connections of the webhook (and of the progress endpoint); beyond: 503 and closed (the "
-        "API server fails open)",
+        description="open connections of each port (the webhook, progress, /healthz, /metrics); beyond: 503 and "
+        "closed (the API server fails open)",
     )
     sweep_interval_seconds: float = pydantic.Field(
         default=15.0, gt=0, description="how often the leader checks running jobs (DeadlineAtRisk, RuntimeOverrun)"

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import dataclasses
 import functools
 import hashlib
 import logging
 import math
 import ssl
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import aiohttp.web
@@ -150,8 +149,7 @@ class ProgressServer:
         self.keyfile = keyfile
         self.audience = audience
         self.limits = limits
-        self._sites: AsyncGenerator[bytes | None] | None = None
-        self._renewals: asyncio.Task[None] | None = None
+        self._server: serving.Server | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="progress")
         self._reviews: Answers[str, Mapping[str, Any]] = Answers(
             lambda status: REVIEW_SECONDS if status.get("authenticated") else REFUSAL_SECONDS
@@ -164,31 +162,14 @@ class ProgressServer:
     async def start(self) -> None:
         """Listening once this returns (certificate files that do not load raise here); serving until ``stop``."""
         route = serving.post(PATH, self.serve, limits=self.limits, max_bytes=MAX_REPORT_BYTES)
-        sites = serving.serve(
-            [route],
-            host="0.0.0.0",
-            port=self.port,
-            limits=self.limits,
-            tls=self._tls,
-            files=(self.certfile, self.keyfile),
-            check_interval=serving.CERT_CHECK_SECONDS,
+        self._server = serving.Server(
+            [route], port=self.port, limits=self.limits, tls=self._tls, files=(self.certfile, self.keyfile)
         )
-        self._sites = sites
-        await anext(sites)
-        self._renewals = asyncio.create_task(self._follow(sites))
-
-    @staticmethod
-    async def _follow(sites: AsyncGenerator[bytes | None]) -> None:
-        async for _ in sites:  # each renewal of the certificate
-            pass
+        await self._server.start()
 
     async def stop(self) -> None:
-        if self._renewals is not None:
-            self._renewals.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewals
-        if self._sites is not None:
-            await self._sites.aclose()
+        if self._server is not None:
+            await self._server.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _tls(self) -> tuple[None, ssl.SSLContext]:

@@ -1,10 +1,12 @@
-"""Hardened HTTPS serving: the admission webhook's and the controller's progress endpoint's one server.
+"""Hardened serving: the one server of every port (the webhook, the progress endpoint, /healthz, /metrics).
 
 Slow or numerous clients cannot hold it (slow-loris): a connection's TLS
 handshake, and its request line and headers, get ``header_timeout``; its body
 ``body_timeout`` (408, closed) and at most the route's ``max_bytes`` (413);
 beyond ``max_connections`` open connections a new one gets a 503 and is
-closed. A renewed certificate (cert-manager's, or a replaced Secret) is
+closed. Every listener is dual-stack (IPv4 and IPv6: any interface of both
+families), so probes and clients reach it on IPv6-only clusters too. A
+renewed certificate (cert-manager's, or a replaced Secret) is
 served without a restart: mounted Secrets send no events, so the files are
 re-read every ``CERT_CHECK_SECONDS``, and the server restarts once they have
 changed and load together.
@@ -13,6 +15,7 @@ changed and load together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -35,6 +38,11 @@ Handler = Callable[[aiohttp.web.Request, bytes], Awaitable[aiohttp.web.Response]
 
 TLS = Callable[[], tuple[bytes | None, ssl.SSLContext | None]]
 """Loads the certificate files: (the CA bundle clients are told to trust, if any; the server's context)."""
+
+
+def plain() -> tuple[None, None]:
+    """No TLS: the ``TLS`` of the ports the kubelet and Prometheus reach over plain HTTP (/healthz, /metrics)."""
+    return None, None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +108,6 @@ async def _closing(request: aiohttp.web.Request, status: int, text: str) -> aioh
 async def serve(
     routes: Iterable[aiohttp.web.RouteDef],
     *,
-    host: str | None,
     port: int,
     limits: Limits,
     tls: TLS,
@@ -110,7 +117,7 @@ async def serve(
     """Serves ``routes`` until closed; yields ``tls()``'s CA bundle once listening, again after each renewal.
 
     ``files`` are what ``tls`` loads: when they change and ``tls()`` succeeds, the server restarts with the
-    new context. ``host`` None: any interface.
+    new context. It listens on any interface of both address families.
     """
     paths = [pathlib.Path(file) for file in files if file is not None]
     cadata, context = tls()
@@ -126,12 +133,44 @@ async def serve(
         )
         await runner.setup()
         try:
-            await _BoundedSite(runner, host, port, ssl_context=context, limits=limits).start()
+            await _BoundedSite(runner, port, ssl_context=context, limits=limits).start()
             yield cadata
             cadata, context = await _renewed(tls, paths, check_interval)
             logger.info(f"restarting the server on port {port} with the renewed certificate files")
         finally:
             await runner.cleanup()
+
+
+class Server:
+    """``serve`` in the background: listening once ``start`` returns (files that do not load raise there),
+    following renewals of its certificate until ``stop``."""
+
+    def __init__(
+        self,
+        routes: Iterable[aiohttp.web.RouteDef],
+        *,
+        port: int,
+        limits: Limits,
+        tls: TLS = plain,
+        files: Iterable[str | os.PathLike[str] | None] = (),
+    ) -> None:
+        self._sites = serve(routes, port=port, limits=limits, tls=tls, files=files, check_interval=CERT_CHECK_SECONDS)
+        self._renewals: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await anext(self._sites)
+        self._renewals = asyncio.create_task(self._follow())
+
+    async def _follow(self) -> None:
+        async for _ in self._sites:  # each renewal of the certificate
+            pass
+
+    async def stop(self) -> None:
+        if self._renewals is not None:
+            self._renewals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewals
+        await self._sites.aclose()
 
 
 async def _renewed(
@@ -158,19 +197,21 @@ async def _renewed(
 
 
 class _BoundedSite(aiohttp.web.TCPSite):
-    """aiohttp's TCP site with a TLS handshake timeout and at most ``max_connections`` established connections."""
+    """aiohttp's TCP site with a TLS handshake timeout and at most ``max_connections`` established connections.
+
+    Its host is None: asyncio listens on ``0.0.0.0`` and on ``::`` (IPv6-only), one socket per family.
+    """
 
     def __init__(
         self,
         runner: aiohttp.web.AppRunner,
-        host: str | None,
         port: int,
         *,
         ssl_context: ssl.SSLContext | None,
         limits: Limits,
     ) -> None:
         super().__init__(
-            runner, host, port, ssl_context=ssl_context, backlog=limits.backlog, reuse_address=True, reuse_port=True
+            runner, None, port, ssl_context=ssl_context, backlog=limits.backlog, reuse_address=True, reuse_port=True
         )
         self._limits = limits
         self._runner_server = runner.server

@@ -59,7 +59,6 @@ class AdmissionServer(kopf.WebhookServer):
         files = (self.certfile, self.pkeyfile, self.cafile)
         sites = serving.serve(
             [route],
-            host=self.addr or None,
             port=port,
             limits=self.limits,
             tls=self._build_ssl,
@@ -107,7 +106,6 @@ def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     renewed certificate (cert-manager's, or the chart's Secret replaced) without a new pod.
     """
     settings.admission.server = AdmissionServer(
-        addr="0.0.0.0",
         port=config.webhook_port,
         certfile=config.tls_cert_file,
         pkeyfile=config.tls_key_file,
