@@ -36,8 +36,7 @@ VALUE_SETS = {
     },
     "single namespace": {"namespaces": ["ml-team"], "dashboard": {"namespace": "monitoring"}},
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
-    "network policy": {"networkPolicy": {"enabled": True}},
-    "network policy, webhook off": {"networkPolicy": {"enabled": True}, "webhook": {"enabled": False}},
+    "network policy off": {"networkPolicy": {"enabled": False}},
     "progress and hooks": {"progress": {"enabled": True}, "hooks": ["kueue", "karpenter", "progress"]},
 }
 
@@ -315,10 +314,10 @@ def test_the_progress_hook_points_jobs_at_the_progress_service_with_the_ca_of_it
         render({"hooks": ["progress"]})
 
 
-def test_the_network_policy_is_opt_in(rendered):
+def test_the_network_policy_is_on_by_default_and_covers_every_port(rendered):
     name, objects = rendered
     policies = by_kind(objects, "NetworkPolicy")
-    if not name.startswith("network policy"):
+    if name == "network policy off":
         assert not policies
         return
     (policy,) = policies
@@ -329,16 +328,62 @@ def test_the_network_policy_is_opt_in(rendered):
     assert spec["policyTypes"] == ["Ingress"]
     ports = {rule["ports"][0]["port"]: rule.get("from") for rule in spec["ingress"]}
     monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
-    expected = {"health": None, "metrics": monitoring} | ({} if name.endswith("webhook off") else {"https": None})
+    ray_pods = [
+        {
+            "namespaceSelector": {},
+            "podSelector": {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]},
+        }
+    ]
+    expected = {"health": None, "metrics": monitoring}
+    expected |= {} if name == "webhook off" else {"https": None}
+    expected |= {"progress": ray_pods} if name == "progress and hooks" else {}
     assert ports == expected
-    # Every port it names is a port of the pods it selects.
+    # Every port of the pods it selects is named in it.
     named = {
         port["name"]
         for deployment in by_kind(objects, "Deployment")
         for container in deployment["spec"]["template"]["spec"]["containers"]
         for port in container["ports"]
     }
-    assert set(ports) <= named
+    assert set(ports) == named
+
+
+def test_the_webhooks_and_the_health_peers_may_be_narrowed():
+    control_plane = [{"ipBlock": {"cidr": "10.0.0.0/28"}}]
+    nodes = [{"ipBlock": {"cidr": "10.128.0.0/20"}}]
+    values = {"networkPolicy": {"enabled": True, "webhookFrom": control_plane, "healthFrom": nodes}}
+    (policy,) = by_kind(render(values), "NetworkPolicy")
+    ports = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert ports["https"] == control_plane and ports["health"] == nodes
+    kubernetes_validate.validate(policy, KUBERNETES, strict=True)
+
+
+def test_metrics_are_on_services_of_their_own_which_the_service_monitor_selects(rendered):
+    name, objects = rendered
+    services = {s["metadata"]["name"]: s for s in by_kind(objects, "Service")}
+    metrics = {n for n, s in services.items() if any(p["name"] == "metrics" for p in s["spec"]["ports"])}
+    expected = {"advisor-rayjob-advisor-controller-metrics"}
+    assert metrics == expected | (set() if name == "webhook off" else {"advisor-rayjob-advisor-webhook-metrics"})
+    for service in services.values():  # no Service mixes metrics with a port the API server or the jobs call
+        assert len(service["spec"]["ports"]) == 1
+    for monitor in by_kind(objects, "ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        selected = {n for n, s in services.items() if selector.items() <= s["metadata"]["labels"].items()}
+        assert selected == metrics
+
+
+def test_the_webhook_port_is_a_value_the_service_follows():
+    for values, port in (({}, 10250), ({"webhook": {"port": 8443}}, 8443)):
+        objects = render(values)
+        (container,) = next(
+            d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == "advisor-rayjob-advisor-webhook"
+        )["spec"]["template"]["spec"]["containers"]
+        assert {"name": "https", "containerPort": port} in container["ports"]
+        assert {"name": "RAYJOB_ADVISOR_WEBHOOK_PORT", "value": str(port)} in container["env"]
+        service = next(
+            s for s in by_kind(objects, "Service") if s["metadata"]["name"] == "advisor-rayjob-advisor-webhook"
+        )
+        assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
 
 
 def test_the_metrics_port_is_open_to_the_configured_peers():

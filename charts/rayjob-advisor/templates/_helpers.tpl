@@ -55,6 +55,11 @@ securityContext:
 {{- define "rayjob-advisor.tlsMount" -}}
 - {name: tls, mountPath: /tls, readOnly: true}
 {{- end -}}
+{{- /* The label of the metrics-only Services, which the ServiceMonitor selects. */ -}}
+{{- define "rayjob-advisor.metricsLabel" -}}
+rayjob-advisor.io/service: metrics
+{{- end }}
+
 {{- define "rayjob-advisor.progressService" -}}
 {{ include "rayjob-advisor.fullname" . }}-progress
 {{- end -}}
