@@ -400,6 +400,7 @@ def test_the_metrics_port_is_open_to_the_configured_peers():
         ({"webhook": {"enabled": True, "limits": {"maxConnections": 0}}}, "/webhook/limits/maxConnections"),
         ({"webhook": {"enabled": True, "excludedNamespaces": ["Kube_System"]}}, "/webhook/excludedNamespaces/0"),
         ({"networkPolicy": {"enabled": "yes"}}, "/networkPolicy/enabled"),
+        ({"tls": {"minVersion": "1.1"}}, "/tls/minVersion"),
         ({"logFormat": "xml"}, "/logFormat"),
         ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
         ({"sharedProfileNamespaces": ["Platform"]}, "/sharedProfileNamespaces/0"),
@@ -556,3 +557,10 @@ def test_the_image_is_what_the_docs_build_or_a_digest():
 def test_one_webhook_replica_gets_no_disruption_budget_that_would_block_every_drain():
     assert not by_kind(render({"webhook": {"replicas": 1}}), "PodDisruptionBudget")
     assert by_kind(render({"webhook": {"replicas": 3}}), "PodDisruptionBudget")
+
+
+def test_the_oldest_tls_version_is_a_value_both_roles_get():
+    for values, version in (({}, "1.2"), ({"tls": {"minVersion": "1.3"}}, "1.3")):
+        objects = render({**values, "progress": {"enabled": True}})
+        for name in ("advisor-rayjob-advisor-controller", "advisor-rayjob-advisor-webhook"):
+            assert env_of(objects, name)["RAYJOB_ADVISOR_TLS_MIN_VERSION"] == version

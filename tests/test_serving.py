@@ -251,3 +251,59 @@ def test_every_port_answers_over_ipv4_and_ipv6(kind):
     with listening(kind) as port:
         assert port.status("127.0.0.1") in (200, 405)
         assert port.status("::1") in (200, 405)
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_tls_is_1_2_or_newer_with_aead_suites_only(kind):
+    with served(kind) as server:
+        cbc = ssl.create_default_context(cafile=server.advisor.ca)
+        cbc.maximum_version = ssl.TLSVersion.TLSv1_2
+        cbc.set_ciphers("ECDHE+AES+SHA1:ECDHE+AES+SHA256:ECDHE+AES+SHA384:AES+SHA1:AES+SHA256")  # CBC suites only
+        assert not any(
+            "GCM" in c["name"] or "CHACHA" in c["name"] for c in cbc.get_ciphers() if c["protocol"] == "TLSv1.2"
+        )
+        with pytest.raises(urllib.error.URLError):  # the server closes the handshake: no suite in common
+            server.answer(cbc)
+        old = ssl.create_default_context(cafile=server.advisor.ca)
+        old.minimum_version = old.maximum_version = ssl.TLSVersion.TLSv1_1
+        with pytest.raises(urllib.error.URLError):
+            server.answer(old)
+        aead = ssl.create_default_context(cafile=server.advisor.ca)
+        aead.maximum_version = ssl.TLSVersion.TLSv1_2
+        assert server.answer(aead) == ANSWERS[kind]
+
+
+def test_tls_1_3_only_refuses_a_tls_1_2_client():
+    with served("webhook", tls_min_version="1.3") as server:
+        tls12 = ssl.create_default_context(cafile=server.advisor.ca)
+        tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(urllib.error.URLError):
+            server.answer(tls12)
+        assert server.answer() == ANSWERS["webhook"]
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_renewal_with_a_slow_request_in_flight_refuses_no_new_connection(kind, monkeypatch, tmp_path):
+    """The renewed certificate is loaded into the live context: the listener is never closed (a restart of the
+    server waited for the slow request and refused connections meanwhile)."""
+    monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
+    with served(kind, webhook_body_timeout_seconds=10, webhook_header_timeout_seconds=10) as server:
+        config = server.advisor.config
+        ca, cert, key = make_certificates(tmp_path)
+        either = ssl.create_default_context(cafile=server.advisor.ca)
+        either.load_verify_locations(cafile=str(ca))
+        slow = SlowClient(server).open("Content-Length: 1000\r\n\r\n{")  # a body that takes its time
+        os.replace(key, str(config.tls_key_file))  # a Secret volume swaps both at once; close enough here
+        os.replace(cert, str(config.tls_cert_file))
+        renewed, failures, start = False, [], time.monotonic()
+        while time.monotonic() - start < 4:
+            try:
+                assert server.answer(either) == ANSWERS[kind]
+            except urllib.error.URLError as exc:
+                failures.append(exc)
+            seen = ssl.get_server_certificate(("127.0.0.1", server.port))
+            renewed = renewed or ssl.PEM_cert_to_DER_cert(seen) == _leaf(pathlib.Path(str(config.tls_cert_file)))
+            time.sleep(0.05)
+        assert renewed and not failures
+        slow.sendall(b"}")  # the request in flight is still being read
+        slow.close()

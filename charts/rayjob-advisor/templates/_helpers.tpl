@@ -68,6 +68,7 @@ rayjob-advisor.io/service: metrics
 - {name: RAYJOB_ADVISOR_LOG_FORMAT, value: {{ .Values.logFormat | quote }}}
 - {name: RAYJOB_ADVISOR_ADVISE_ALL_JOBS, value: {{ .Values.adviseAllJobs | default false | quote }}}
 - {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
+- {name: RAYJOB_ADVISOR_TLS_MIN_VERSION, value: {{ .Values.tls.minVersion | quote }}}
 - {name: RAYJOB_ADVISOR_CPU_HOUR_PRICE, value: {{ .Values.prices.cpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_GPU_HOUR_PRICE, value: {{ .Values.prices.gpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_ENFORCE_MAX_EXTRAPOLATION, value: {{ .Values.enforceMaxExtrapolation | quote }}}

@@ -78,6 +78,10 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_port: int = pydantic.Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook role")
     tls_cert_file: str | None = pydantic.Field(default=None, description="the webhook's certificate (PEM)")
     tls_key_file: str | None = pydantic.Field(default=None, description="the webhook's private key (PEM)")
+    tls_min_version: Literal["1.2", "1.3"] = pydantic.Field(
+        default="1.2",
+        description="the oldest TLS version the webhook and the progress endpoint speak (1.2: AEAD suites only)",
+    )
     tls_ca_file: str | None = pydantic.Field(
         default=None,
         description="the CA of tls_cert_file (PEM; the chart's Secret's ca.crt): the progress hook gives it to jobs, "

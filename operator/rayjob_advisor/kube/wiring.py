@@ -283,7 +283,7 @@ async def _serve(memo: Memo, **_: Any) -> None:
         (config.metrics_port, memo.metrics.route()),
     ):
         if port:
-            server = serving.Server([route], port=port, limits=limits)
+            server = serving.Server([route], port=port, limits=limits, certificate=None)
             await server.start()
             memo.servers.append(server)
 
