@@ -280,7 +280,7 @@ def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_web
     names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "advisor-rayjob-advisor-progress.ops.svc" in names.get_values_for_type(x509.DNSName)
     managed = render({"progress": {"enabled": True}, "certManager": {"enabled": True}})
-    (certificate_request,) = by_kind(managed, "Certificate")
+    (certificate_request,) = [c for c in by_kind(managed, "Certificate") if c["metadata"]["name"].endswith("-webhook")]
     assert "advisor-rayjob-advisor-progress.ops.svc" in certificate_request["spec"]["dnsNames"]
     assert "RAYJOB_ADVISOR_PROGRESS_PORT" not in env_of(render({}), "advisor-rayjob-advisor-controller")
     with pytest.raises(helm.HelmRenderError, match=r"progress\.enabled needs webhook\.enabled"):
@@ -564,3 +564,36 @@ def test_the_oldest_tls_version_is_a_value_both_roles_get():
         objects = render({**values, "progress": {"enabled": True}})
         for name in ("advisor-rayjob-advisor-controller", "advisor-rayjob-advisor-webhook"):
             assert env_of(objects, name)["RAYJOB_ADVISOR_TLS_MIN_VERSION"] == version
+
+
+def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own():
+    """Renewals of the serving certificate keep the CA the API server and running jobs trust (a self-signed leaf
+    changed the trust anchor at every renewal)."""
+    objects = render({"certManager": {"enabled": True}, "progress": {"enabled": True}})
+    issuers = {i["metadata"]["name"]: i["spec"] for i in by_kind(objects, "Issuer")}
+    certificates = {c["metadata"]["name"]: c["spec"] for c in by_kind(objects, "Certificate")}
+    ca, leaf = certificates["advisor-rayjob-advisor-ca"], certificates["advisor-rayjob-advisor-webhook"]
+    assert issuers[ca["issuerRef"]["name"]] == {"selfSigned": {}} and ca["isCA"] is True
+    assert issuers[leaf["issuerRef"]["name"]] == {"ca": {"secretName": ca["secretName"]}}
+    assert not leaf.get("isCA") and leaf["secretName"] == "advisor-rayjob-advisor-webhook-tls"
+    (configuration,) = by_kind(objects, "MutatingWebhookConfiguration")
+    annotation = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    assert annotation == "ops/advisor-rayjob-advisor-webhook"  # the leaf's Secret's ca.crt: the CA
+
+
+def test_the_gitops_mode_renders_identically_twice_and_the_generated_mode_does_not():
+    """cert-manager mode, which docs/guides/install.md recommends for `helm template` and Argo CD, makes no key
+    material at render time; the chart's own CA (Helm `lookup`, empty under `helm template`) is new per render."""
+    managed = {"certManager": {"enabled": True}, "progress": {"enabled": True}}
+    assert render(managed) == render(managed)
+    assert by_kind(render({}), "Secret") != by_kind(render({}), "Secret")
+
+
+def test_the_generated_secret_records_the_names_its_certificate_was_made_for():
+    """An upgrade reuses the Secret only when these are the Services' names (enabling progress later adds its own)."""
+    for values in ({}, {"progress": {"enabled": True}}):
+        (secret,) = by_kind(render(values), "Secret")
+        certificate = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        recorded = secret["metadata"]["annotations"]["rayjob-advisor.io/certificate-names"].split(",")
+        assert recorded == names.get_values_for_type(x509.DNSName)
