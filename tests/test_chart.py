@@ -364,8 +364,9 @@ def test_metrics_are_on_services_of_their_own_which_the_service_monitor_selects(
     metrics = {n for n, s in services.items() if any(p["name"] == "metrics" for p in s["spec"]["ports"])}
     expected = {"advisor-rayjob-advisor-controller-metrics"}
     assert metrics == expected | (set() if name == "webhook off" else {"advisor-rayjob-advisor-webhook-metrics"})
-    for service in services.values():  # no Service mixes metrics with a port the API server or the jobs call
-        assert len(service["spec"]["ports"]) == 1
+    for name, service in services.items():  # no Service mixes metrics with a port the API server or the jobs call
+        ports = {port["name"] for port in service["spec"]["ports"]}
+        assert ports == {"metrics", "health"} if name in metrics else len(ports) == 1
     for monitor in by_kind(objects, "ServiceMonitor"):
         selector = monitor["spec"]["selector"]["matchLabels"]
         selected = {n for n, s in services.items() if selector.items() <= s["metadata"]["labels"].items()}
@@ -526,6 +527,16 @@ def test_helm_test_hook_dry_runs_a_valid_rayjob_the_webhook_predicts():
     assert command[:2] == ["python", "-c"]
     compile(command[2], "helm-test", "exec")
     assert 'dry_run="All"' in command[2] and "rayjob-advisor.io/predicted-runtime" in command[2]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    services = {s["metadata"]["name"]: s for s in by_kind(render({}), "Service")}
+    roles = set()
+    for url in json.loads(env["HEALTHZ"]):  # each role's /healthz, through a Service that forwards it
+        parts = urllib.parse.urlsplit(url)
+        name, namespace, _ = (parts.hostname or "").split(".")
+        assert namespace == "ops" and parts.path == "/healthz"
+        assert {"name": "health", "port": parts.port, "targetPort": "health"} in services[name]["spec"]["ports"]
+        roles.add(name.removeprefix("advisor-rayjob-advisor-").removesuffix("-metrics"))
+    assert roles == {"controller", "webhook"}
     rayjob = json.loads({e["name"]: e.get("value") for e in container["env"]}["RAYJOB"])
     assert_valid_rayjob(rayjob)
     with running_advisor("webhook") as advisor:
