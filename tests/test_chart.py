@@ -36,8 +36,7 @@ VALUE_SETS = {
     },
     "single namespace": {"namespaces": ["ml-team"], "dashboard": {"namespace": "monitoring"}},
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
-    "network policy": {"networkPolicy": {"enabled": True}},
-    "network policy, webhook off": {"networkPolicy": {"enabled": True}, "webhook": {"enabled": False}},
+    "network policy off": {"networkPolicy": {"enabled": False}},
     "progress and hooks": {"progress": {"enabled": True}, "hooks": ["kueue", "karpenter", "progress"]},
 }
 
@@ -285,7 +284,7 @@ def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_web
     names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "advisor-rayjob-advisor-progress.ops.svc" in names.get_values_for_type(x509.DNSName)
     managed = render({"progress": {"enabled": True}, "certManager": {"enabled": True}})
-    (certificate_request,) = by_kind(managed, "Certificate")
+    (certificate_request,) = [c for c in by_kind(managed, "Certificate") if c["metadata"]["name"].endswith("-webhook")]
     assert "advisor-rayjob-advisor-progress.ops.svc" in certificate_request["spec"]["dnsNames"]
     assert "RAYJOB_ADVISOR_PROGRESS_PORT" not in env_of(render({}), "advisor-rayjob-advisor-controller")
     with pytest.raises(helm.HelmRenderError, match=r"progress\.enabled needs webhook\.enabled"):
@@ -319,10 +318,10 @@ def test_the_progress_hook_points_jobs_at_the_progress_service_with_the_ca_of_it
         render({"hooks": ["progress"]})
 
 
-def test_the_network_policy_is_opt_in(rendered):
+def test_the_network_policy_is_on_by_default_and_covers_every_port(rendered):
     name, objects = rendered
     policies = by_kind(objects, "NetworkPolicy")
-    if not name.startswith("network policy"):
+    if name == "network policy off":
         assert not policies
         return
     (policy,) = policies
@@ -333,16 +332,63 @@ def test_the_network_policy_is_opt_in(rendered):
     assert spec["policyTypes"] == ["Ingress"]
     ports = {rule["ports"][0]["port"]: rule.get("from") for rule in spec["ingress"]}
     monitoring = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
-    expected = {"health": None, "metrics": monitoring} | ({} if name.endswith("webhook off") else {"https": None})
+    ray_pods = [
+        {
+            "namespaceSelector": {},
+            "podSelector": {"matchExpressions": [{"key": "ray.io/cluster", "operator": "Exists"}]},
+        }
+    ]
+    expected = {"health": None, "metrics": monitoring}
+    expected |= {} if name == "webhook off" else {"https": None}
+    expected |= {"progress": ray_pods} if name == "progress and hooks" else {}
     assert ports == expected
-    # Every port it names is a port of the pods it selects.
+    # Every port of the pods it selects is named in it.
     named = {
         port["name"]
         for deployment in by_kind(objects, "Deployment")
         for container in deployment["spec"]["template"]["spec"]["containers"]
         for port in container["ports"]
     }
-    assert set(ports) <= named
+    assert set(ports) == named
+
+
+def test_the_webhooks_and_the_health_peers_may_be_narrowed():
+    control_plane = [{"ipBlock": {"cidr": "10.0.0.0/28"}}]
+    nodes = [{"ipBlock": {"cidr": "10.128.0.0/20"}}]
+    values = {"networkPolicy": {"enabled": True, "webhookFrom": control_plane, "healthFrom": nodes}}
+    (policy,) = by_kind(render(values), "NetworkPolicy")
+    ports = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert ports["https"] == control_plane and ports["health"] == nodes
+    kubernetes_validate.validate(policy, KUBERNETES, strict=True)
+
+
+def test_metrics_are_on_services_of_their_own_which_the_service_monitor_selects(rendered):
+    name, objects = rendered
+    services = {s["metadata"]["name"]: s for s in by_kind(objects, "Service")}
+    metrics = {n for n, s in services.items() if any(p["name"] == "metrics" for p in s["spec"]["ports"])}
+    expected = {"advisor-rayjob-advisor-controller-metrics"}
+    assert metrics == expected | (set() if name == "webhook off" else {"advisor-rayjob-advisor-webhook-metrics"})
+    for name, service in services.items():  # no Service mixes metrics with a port the API server or the jobs call
+        ports = {port["name"] for port in service["spec"]["ports"]}
+        assert ports == {"metrics", "health"} if name in metrics else len(ports) == 1
+    for monitor in by_kind(objects, "ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        selected = {n for n, s in services.items() if selector.items() <= s["metadata"]["labels"].items()}
+        assert selected == metrics
+
+
+def test_the_webhook_port_is_a_value_the_service_follows():
+    for values, port in (({}, 10250), ({"webhook": {"port": 8443}}, 8443)):
+        objects = render(values)
+        (container,) = next(
+            d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == "advisor-rayjob-advisor-webhook"
+        )["spec"]["template"]["spec"]["containers"]
+        assert {"name": "https", "containerPort": port} in container["ports"]
+        assert {"name": "RAYJOB_ADVISOR_WEBHOOK_PORT", "value": str(port)} in container["env"]
+        service = next(
+            s for s in by_kind(objects, "Service") if s["metadata"]["name"] == "advisor-rayjob-advisor-webhook"
+        )
+        assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
 
 
 def test_the_metrics_port_is_open_to_the_configured_peers():
@@ -359,6 +405,7 @@ def test_the_metrics_port_is_open_to_the_configured_peers():
         ({"webhook": {"enabled": True, "limits": {"maxConnections": 0}}}, "/webhook/limits/maxConnections"),
         ({"webhook": {"enabled": True, "excludedNamespaces": ["Kube_System"]}}, "/webhook/excludedNamespaces/0"),
         ({"networkPolicy": {"enabled": "yes"}}, "/networkPolicy/enabled"),
+        ({"tls": {"minVersion": "1.1"}}, "/tls/minVersion"),
         ({"logFormat": "xml"}, "/logFormat"),
         ({"namespaces": ["Not_A_Namespace"]}, "/namespaces/0"),
         ({"sharedProfileNamespaces": ["Platform"]}, "/sharedProfileNamespaces/0"),
@@ -484,6 +531,16 @@ def test_helm_test_hook_dry_runs_a_valid_rayjob_the_webhook_predicts():
     assert command[:2] == ["python", "-c"]
     compile(command[2], "helm-test", "exec")
     assert 'dry_run="All"' in command[2] and "rayjob-advisor.io/predicted-runtime" in command[2]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    services = {s["metadata"]["name"]: s for s in by_kind(render({}), "Service")}
+    roles = set()
+    for url in json.loads(env["HEALTHZ"]):  # each role's /healthz, through a Service that forwards it
+        parts = urllib.parse.urlsplit(url)
+        name, namespace, _ = (parts.hostname or "").split(".")
+        assert namespace == "ops" and parts.path == "/healthz"
+        assert {"name": "health", "port": parts.port, "targetPort": "health"} in services[name]["spec"]["ports"]
+        roles.add(name.removeprefix("advisor-rayjob-advisor-").removesuffix("-metrics"))
+    assert roles == {"controller", "webhook"}
     rayjob = json.loads({e["name"]: e.get("value") for e in container["env"]}["RAYJOB"])
     assert_valid_rayjob(rayjob)
     with running_advisor("webhook") as advisor:
@@ -515,3 +572,43 @@ def test_the_image_is_what_the_docs_build_or_a_digest():
 def test_one_webhook_replica_gets_no_disruption_budget_that_would_block_every_drain():
     assert not by_kind(render({"webhook": {"replicas": 1}}), "PodDisruptionBudget")
     assert by_kind(render({"webhook": {"replicas": 3}}), "PodDisruptionBudget")
+
+
+def test_the_oldest_tls_version_is_a_value_both_roles_get():
+    for values, version in (({}, "1.2"), ({"tls": {"minVersion": "1.3"}}, "1.3")):
+        objects = render({**values, "progress": {"enabled": True}})
+        for name in ("advisor-rayjob-advisor-controller", "advisor-rayjob-advisor-webhook"):
+            assert env_of(objects, name)["RAYJOB_ADVISOR_TLS_MIN_VERSION"] == version
+
+
+def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own():
+    """Renewals of the serving certificate keep the CA the API server and running jobs trust (a self-signed leaf
+    changed the trust anchor at every renewal)."""
+    objects = render({"certManager": {"enabled": True}, "progress": {"enabled": True}})
+    issuers = {i["metadata"]["name"]: i["spec"] for i in by_kind(objects, "Issuer")}
+    certificates = {c["metadata"]["name"]: c["spec"] for c in by_kind(objects, "Certificate")}
+    ca, leaf = certificates["advisor-rayjob-advisor-ca"], certificates["advisor-rayjob-advisor-webhook"]
+    assert issuers[ca["issuerRef"]["name"]] == {"selfSigned": {}} and ca["isCA"] is True
+    assert issuers[leaf["issuerRef"]["name"]] == {"ca": {"secretName": ca["secretName"]}}
+    assert not leaf.get("isCA") and leaf["secretName"] == "advisor-rayjob-advisor-webhook-tls"
+    (configuration,) = by_kind(objects, "MutatingWebhookConfiguration")
+    annotation = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    assert annotation == "ops/advisor-rayjob-advisor-webhook"  # the leaf's Secret's ca.crt: the CA
+
+
+def test_the_gitops_mode_renders_identically_twice_and_the_generated_mode_does_not():
+    """cert-manager mode, which docs/guides/install.md recommends for `helm template` and Argo CD, makes no key
+    material at render time; the chart's own CA (Helm `lookup`, empty under `helm template`) is new per render."""
+    managed = {"certManager": {"enabled": True}, "progress": {"enabled": True}}
+    assert render(managed) == render(managed)
+    assert by_kind(render({}), "Secret") != by_kind(render({}), "Secret")
+
+
+def test_the_generated_secret_records_the_names_its_certificate_was_made_for():
+    """An upgrade reuses the Secret only when these are the Services' names (enabling progress later adds its own)."""
+    for values in ({}, {"progress": {"enabled": True}}):
+        (secret,) = by_kind(render(values), "Secret")
+        certificate = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        recorded = secret["metadata"]["annotations"]["rayjob-advisor.io/certificate-names"].split(",")
+        assert recorded == names.get_values_for_type(x509.DNSName)

@@ -4,7 +4,6 @@ and the Ray Train callback that sends them, in a real Ray Train run."""
 from __future__ import annotations
 
 import concurrent.futures
-import datetime as dt
 import json
 import logging
 import pathlib
@@ -22,7 +21,7 @@ from rayjob_advisor.kuberay import hooks
 from rayjob_advisor.profiling.progress import AdvisorProgress
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, RunningAdvisor, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
-from rayjob_advisor_testkit.lifecycle import notes
+from rayjob_advisor_testkit.lifecycle import notes, start
 from rayjob_advisor_testkit.profiles import profile_manifest, profiled_rayjob
 from rayjob_advisor_testkit.resources import AdvisorEmulator
 
@@ -69,13 +68,7 @@ def advisor() -> Iterator[RunningAdvisor]:
 
 
 def started(api: AdvisorEmulator, name: str, ago: float = 60) -> dict:
-    """Create ``name``, wait for its prediction, and start it ``ago`` seconds back; the stored job."""
-    api.create(job(name))
-    api.wait_until(lambda: notes(api, name).get(ann.PREDICTION), 60)
-    moment = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=ago)
-    api.set_rayjob_status("default", name, deployment_status="Running", job_status="RUNNING", start_time=moment)
-    api.wait_until(lambda: notes(api, name).get(ann.ETA), 5)
-    return api.get("rayjobs", "default", name)
+    return start(api, job(name), ago)
 
 
 def post(advisor: RunningAdvisor, body: object, token: str | None) -> tuple[int, str]:

@@ -1,11 +1,12 @@
-"""The hardened HTTPS server both endpoints share (``serving``): the webhook role's admission and the controller's
-progress reports, each run for real against the emulator: slow and numerous clients, big bodies, renewed
-certificates."""
+"""The hardened server every port shares (``serving``): the webhook role's admission, the controller's progress
+reports, /healthz and /metrics, each run for real against the emulator: slow and numerous clients, big bodies,
+renewed certificates, both address families."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http.client
 import json
 import os
 import pathlib
@@ -22,7 +23,7 @@ import pytest
 from rayjob_advisor.kube import admission, reports
 from rayjob_advisor.kube import serving as serving_module
 from rayjob_advisor_testkit.admission import Webhook
-from rayjob_advisor_testkit.advisor import RunningAdvisor, running_advisor
+from rayjob_advisor_testkit.advisor import RunningAdvisor, free_port, running_advisor
 from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.https import Endpoint
 from rayjob_advisor_testkit.rayjobs import make_rayjob
@@ -164,3 +165,145 @@ def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tm
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             server.answer()  # the old CA no longer verifies it
     assert "the certificate files changed but do not load yet" in caplog.text  # the new certificate, the old key
+
+
+PORTS = ["webhook", "progress", "healthz", "metrics"]
+PATHS = {"webhook": "/advise", "progress": reports.PATH, "healthz": "/healthz", "metrics": "/metrics"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    """One of the operator's listening ports, as a client reaches it: plain HTTP, or TLS trusting its CA."""
+
+    number: int
+    context: ssl.SSLContext | None
+    path: str
+
+    def connect(self, host: str = "127.0.0.1", handshake: bool = True) -> socket.socket:
+        """A connection (its TLS handshake done if ``handshake``) that has sent nothing yet."""
+        raw = socket.create_connection((host, self.number), timeout=10)
+        if self.context is None or not handshake:
+            return raw
+        return self.context.wrap_socket(raw, server_hostname="127.0.0.1")
+
+    def status(self, host: str = "127.0.0.1") -> int:
+        """The status of a GET of ``path`` from ``host`` (405 on the POST-only endpoints: an answer all the same)."""
+        connection = (
+            http.client.HTTPSConnection(host, self.number, context=self.context, timeout=10)
+            if self.context is not None
+            else http.client.HTTPConnection(host, self.number, timeout=10)
+        )
+        try:
+            connection.request("GET", self.path)
+            return connection.getresponse().status
+        finally:
+            connection.close()
+
+
+@contextlib.contextmanager
+def listening(kind: str) -> Iterator[Port]:
+    """The operator serving the port ``kind`` (``PORTS``), with its default limits."""
+    if kind in SERVERS:
+        with served(kind) as server:
+            yield Port(server.port, server.endpoint.context, PATHS[kind])
+        return
+    port = free_port()
+    with running_advisor(liveness_port=port if kind == "healthz" else 0, metrics_port=port if kind == "metrics" else 0):
+        yield Port(port, None, PATHS[kind])
+
+
+def _open(connection: socket.socket) -> bool:
+    """Whether the server still holds ``connection`` (nothing to read, and not closed)."""
+    connection.setblocking(False)
+    try:
+        return connection.recv(1) != b""
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return True
+    except OSError:  # reset, or a TLS alert
+        return False
+
+
+@pytest.mark.parametrize("kind", PORTS)
+def test_slow_clients_are_dropped_on_every_port(kind):
+    """150 connections that send nothing, or a request a byte at a time: at most 10 % are still open after 8 s,
+    and the port answers meanwhile (kopf's /healthz and prometheus_client's /metrics held all 150)."""
+    with listening(kind) as port:
+        request = f"GET {port.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: {'a' * 200}".encode()
+        silent = [port.connect(handshake=False) for _ in range(75)]
+        trickling = [port.connect() for _ in range(75)]
+        start, sent = time.monotonic(), 0
+        while time.monotonic() - start < 8:
+            for connection in trickling:
+                with contextlib.suppress(OSError):  # closed by the server
+                    connection.send(request[sent : sent + 1])
+            sent += 1
+            time.sleep(0.2)
+        assert port.status() in (200, 405)
+        still_open = [connection for connection in [*silent, *trickling] if _open(connection)]
+        assert len(still_open) <= 15
+        for connection in [*silent, *trickling]:
+            connection.close()
+
+
+@pytest.mark.parametrize("kind", PORTS)
+def test_every_port_answers_over_ipv4_and_ipv6(kind):
+    """Dual-stack listeners: an IPv6-only cluster's kubelet, API server and pods reach them too."""
+    with listening(kind) as port:
+        assert port.status("127.0.0.1") in (200, 405)
+        assert port.status("::1") in (200, 405)
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_tls_is_1_2_or_newer_with_aead_suites_only(kind):
+    with served(kind) as server:
+        cbc = ssl.create_default_context(cafile=server.advisor.ca)
+        cbc.maximum_version = ssl.TLSVersion.TLSv1_2
+        cbc.set_ciphers("ECDHE+AES+SHA1:ECDHE+AES+SHA256:ECDHE+AES+SHA384:AES+SHA1:AES+SHA256")  # CBC suites only
+        assert not any(
+            "GCM" in c["name"] or "CHACHA" in c["name"] for c in cbc.get_ciphers() if c["protocol"] == "TLSv1.2"
+        )
+        with pytest.raises(urllib.error.URLError):  # the server closes the handshake: no suite in common
+            server.answer(cbc)
+        old = ssl.create_default_context(cafile=server.advisor.ca)
+        old.minimum_version = old.maximum_version = ssl.TLSVersion.TLSv1_1
+        with pytest.raises(urllib.error.URLError):
+            server.answer(old)
+        aead = ssl.create_default_context(cafile=server.advisor.ca)
+        aead.maximum_version = ssl.TLSVersion.TLSv1_2
+        assert server.answer(aead) == ANSWERS[kind]
+
+
+def test_tls_1_3_only_refuses_a_tls_1_2_client():
+    with served("webhook", tls_min_version="1.3") as server:
+        tls12 = ssl.create_default_context(cafile=server.advisor.ca)
+        tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(urllib.error.URLError):
+            server.answer(tls12)
+        assert server.answer() == ANSWERS["webhook"]
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_a_renewal_with_a_slow_request_in_flight_refuses_no_new_connection(kind, monkeypatch, tmp_path):
+    """The renewed certificate is loaded into the live context: the listener is never closed (a restart of the
+    server waited for the slow request and refused connections meanwhile)."""
+    monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
+    with served(kind, webhook_body_timeout_seconds=10, webhook_header_timeout_seconds=10) as server:
+        config = server.advisor.config
+        ca, cert, key = make_certificates(tmp_path)
+        either = ssl.create_default_context(cafile=server.advisor.ca)
+        either.load_verify_locations(cafile=str(ca))
+        slow = SlowClient(server).open("Content-Length: 1000\r\n\r\n{")  # a body that takes its time
+        os.replace(key, str(config.tls_key_file))  # a Secret volume swaps both at once; close enough here
+        os.replace(cert, str(config.tls_cert_file))
+        renewed, failures, start = False, [], time.monotonic()
+        while time.monotonic() - start < 4:
+            try:
+                assert server.answer(either) == ANSWERS[kind]
+            except urllib.error.URLError as exc:
+                failures.append(exc)
+            seen = ssl.get_server_certificate(("127.0.0.1", server.port))
+            renewed = renewed or ssl.PEM_cert_to_DER_cert(seen) == _leaf(pathlib.Path(str(config.tls_cert_file)))
+            time.sleep(0.05)
+        assert renewed and not failures
+        slow.sendall(b"}")  # the request in flight is still being read
+        slow.close()

@@ -99,7 +99,7 @@ def running_advisor(
     port and a client; ``progress=True`` serves the controller's progress endpoint the same way.
     ``registry`` replaces the advisor's handlers, e.g. by a no-op baseline with the same settings.
     The block starts once kopf watches everything and the HTTPS ports accept.
-    ``liveness_port=free_port()`` serves the operator's /healthz on 0.0.0.0 (as in production).
+    ``liveness_port=free_port()`` serves the operator's /healthz on every interface (as in production).
     ``peering="name"`` elects a leader among controllers (the peering object must exist); a ``standby``
     one, expected to wait for a live leader, starts once it watches the peering only.
     """
@@ -124,7 +124,7 @@ def running_advisor(
         stack.enter_context(run_operator(
             api, registry=arguments["registry"] if registry is None else registry,
             settings=operator_settings(arguments["settings"]), namespaces=arguments["namespaces"],
-            memo=arguments["memo"], timeout=timeout, liveness_endpoint=arguments["liveness_endpoint"],
+            memo=arguments["memo"], timeout=timeout,
             peering_name=arguments["peering_name"], priority=arguments["priority"], standby=standby,
         ))  # fmt: skip
         webhook: Webhook | None = None

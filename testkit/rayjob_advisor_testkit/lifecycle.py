@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from rayjob_advisor import contract as ann
 from rayjob_advisor_testkit.emulator import Emulator, rfc3339
 from rayjob_advisor_testkit.profiles import WORKLOAD
 from rayjob_advisor_testkit.resources import AdvisorEmulator
@@ -20,6 +21,19 @@ def notes(api: Emulator, name: str, namespace: str = "default") -> dict[str, str
 def wait_for_note(api: Emulator, name: str, key: str, timeout: float = 60) -> str:
     """The annotation ``key`` of RayJob default/``name``, once it is there and not empty."""
     return api.wait_until(lambda: notes(api, name).get(key, ""), timeout)
+
+
+def start(api: AdvisorEmulator, rayjob: dict[str, Any], ago: float = 60) -> dict[str, Any]:
+    """Create ``rayjob`` (in ``default``), wait for its prediction, and act as KubeRay: it started ``ago`` seconds
+    back; the stored job once the advisor gave it an ETA."""
+    name = rayjob["metadata"]["name"]
+    api.create(rayjob)
+    api.wait_until(lambda: notes(api, name).get(ann.PREDICTION), 60)
+    moment = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=ago)
+    api.set_rayjob_status("default", name, deployment_status="Running", job_status="RUNNING", start_time=moment)
+    api.wait_until(lambda: notes(api, name).get(ann.ETA), 5)
+    stored: dict[str, Any] = api.get("rayjobs", "default", name)
+    return stored
 
 
 def finish(

@@ -55,6 +55,11 @@ securityContext:
 {{- define "rayjob-advisor.tlsMount" -}}
 - {name: tls, mountPath: /tls, readOnly: true}
 {{- end -}}
+{{- /* The label of the metrics-only Services, which the ServiceMonitor selects. */ -}}
+{{- define "rayjob-advisor.metricsLabel" -}}
+rayjob-advisor.io/service: metrics
+{{- end }}
+
 {{- define "rayjob-advisor.progressService" -}}
 {{ include "rayjob-advisor.fullname" . }}-progress
 {{- end -}}
@@ -63,6 +68,7 @@ securityContext:
 - {name: RAYJOB_ADVISOR_LOG_FORMAT, value: {{ .Values.logFormat | quote }}}
 - {name: RAYJOB_ADVISOR_ADVISE_ALL_JOBS, value: {{ .Values.adviseAllJobs | default false | quote }}}
 - {name: RAYJOB_ADVISOR_METRICS_PORT, value: {{ .Values.metrics.port | quote }}}
+- {name: RAYJOB_ADVISOR_TLS_MIN_VERSION, value: {{ .Values.tls.minVersion | quote }}}
 - {name: RAYJOB_ADVISOR_CPU_HOUR_PRICE, value: {{ .Values.prices.cpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_GPU_HOUR_PRICE, value: {{ .Values.prices.gpuHour | quote }}}
 - {name: RAYJOB_ADVISOR_ENFORCE_MAX_EXTRAPOLATION, value: {{ .Values.enforceMaxExtrapolation | quote }}}

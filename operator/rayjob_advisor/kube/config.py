@@ -78,6 +78,10 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_port: int = pydantic.Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook role")
     tls_cert_file: str | None = pydantic.Field(default=None, description="the webhook's certificate (PEM)")
     tls_key_file: str | None = pydantic.Field(default=None, description="the webhook's private key (PEM)")
+    tls_min_version: Literal["1.2", "1.3"] = pydantic.Field(
+        default="1.2",
+        description="the oldest TLS version the webhook and the progress endpoint speak (1.2: AEAD suites only)",
+    )
     tls_ca_file: str | None = pydantic.Field(
         default=None,
         description="the CA of tls_cert_file (PEM; the chart's Secret's ca.crt): the progress hook gives it to jobs, "
@@ -86,21 +90,20 @@ class OperatorConfig(pydantic.BaseModel):
     webhook_header_timeout_seconds: float = pydantic.Field(
         default=5.0,
         gt=0,
-        description="the webhook (and the progress endpoint) closes a connection whose TLS handshake, or whose "
-        "request line and headers, are not all in within this long (from its handshake or its previous answer; "
-        "also the idle keep-alive)",
+        description="every port (the webhook, progress, /healthz, /metrics) closes a connection whose TLS "
+        "handshake, or whose request line and headers, are not all in within this long (from its handshake or its "
+        "previous answer; also the idle keep-alive)",
     )
     webhook_body_timeout_seconds: float = pydantic.Field(
         default=5.0,
         gt=0,
-        description="the webhook (and the progress endpoint) answers 408 and closes when a request body takes "
-        "longer to arrive",
+        description="every port answers 408 and closes when a request body takes longer to arrive",
     )
     webhook_max_connections: int = pydantic.Field(
         default=256,
         ge=1,
-        description="open connections of the webhook (and of the progress endpoint); beyond: 503 and closed (the "
-        "API server fails open)",
+        description="open connections of each port (the webhook, progress, /healthz, /metrics); beyond: 503 and "
+        "closed (the API server fails open)",
     )
     sweep_interval_seconds: float = pydantic.Field(
         default=15.0, gt=0, description="how often the leader checks running jobs (DeadlineAtRisk, RuntimeOverrun)"

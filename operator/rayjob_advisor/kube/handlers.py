@@ -121,14 +121,10 @@ async def watch_running_jobs(memo: wiring.Memo, **_: Any) -> None:
         memo.running, api, memo.metrics, lambda: wiring.leads(memo), config.sweep_interval_seconds
     )
     memo.sweeper.start()
-    if config.progress_port and config.tls_cert_file and config.tls_key_file:
+    certificate = serving.Certificate.of(config)
+    if config.progress_port and certificate is not None:
         memo.progress = reports.ProgressServer(
-            api,
-            config.progress_port,
-            config.tls_cert_file,
-            config.tls_key_file,
-            config.progress_audience,
-            serving.Limits.of(config),
+            api, config.progress_port, certificate, config.progress_audience, serving.Limits.of(config)
         )
         await memo.progress.start()
 

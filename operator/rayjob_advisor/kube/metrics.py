@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+import aiohttp.web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -167,9 +168,16 @@ class Metrics:
         """``workload`` as a label: itself once it has resolved to a profile, else ``other``."""
         return workload if workload is not None and workload in self._workloads else OTHER
 
-    def serve(self, port: int) -> None:
-        """``/metrics`` on ``port`` (a background thread)."""
-        start_http_server(port, registry=self.registry)
+    def route(self) -> aiohttp.web.RouteDef:
+        """``GET /metrics``, for ``serving``'s hardened server (prometheus_client's own held a thread per connection,
+        however slow the client)."""
+
+        async def scrape(_: aiohttp.web.Request) -> aiohttp.web.Response:
+            return aiohttp.web.Response(
+                body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+            )
+
+        return aiohttp.web.get("/metrics", scrape)
 
     def profile_fitted(self, profile: str, workload: str, model: str, cv_error: float) -> None:
         """One series per profile: the previous model's goes when the selection changes."""

@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import dataclasses
 import functools
 import hashlib
 import logging
 import math
-import ssl
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import aiohttp.web
@@ -132,26 +130,23 @@ class ProgressServer:
     """The HTTPS server of ``POST /progress`` in the operator's event loop (API calls in its own threads).
 
     It is ``serving``'s, as the webhook's is: bounded connections, body size and times, and a renewed
-    certificate served once its files change.
+    certificate loaded into the live context once its files change.
     """
 
     def __init__(
         self,
         api: kubernetes.client.CustomObjectsApi,
         port: int,
-        certfile: str,
-        keyfile: str,
+        certificate: serving.Certificate,
         audience: str,
         limits: serving.Limits,
     ) -> None:
         self.api = api
         self.port = port
-        self.certfile = certfile
-        self.keyfile = keyfile
+        self.certificate = certificate  # reporters are given its CA (RAYJOB_ADVISOR_PROGRESS_CA)
         self.audience = audience
         self.limits = limits
-        self._sites: AsyncGenerator[bytes | None] | None = None
-        self._renewals: asyncio.Task[None] | None = None
+        self._server: serving.Server | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="progress")
         self._reviews: Answers[str, Mapping[str, Any]] = Answers(
             lambda status: REVIEW_SECONDS if status.get("authenticated") else REFUSAL_SECONDS
@@ -164,37 +159,13 @@ class ProgressServer:
     async def start(self) -> None:
         """Listening once this returns (certificate files that do not load raise here); serving until ``stop``."""
         route = serving.post(PATH, self.serve, limits=self.limits, max_bytes=MAX_REPORT_BYTES)
-        sites = serving.serve(
-            [route],
-            host="0.0.0.0",
-            port=self.port,
-            limits=self.limits,
-            tls=self._tls,
-            files=(self.certfile, self.keyfile),
-            check_interval=serving.CERT_CHECK_SECONDS,
-        )
-        self._sites = sites
-        await anext(sites)
-        self._renewals = asyncio.create_task(self._follow(sites))
-
-    @staticmethod
-    async def _follow(sites: AsyncGenerator[bytes | None]) -> None:
-        async for _ in sites:  # each renewal of the certificate
-            pass
+        self._server = serving.Server([route], port=self.port, limits=self.limits, certificate=self.certificate)
+        await self._server.start()
 
     async def stop(self) -> None:
-        if self._renewals is not None:
-            self._renewals.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewals
-        if self._sites is not None:
-            await self._sites.aclose()
+        if self._server is not None:
+            await self._server.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-    def _tls(self) -> tuple[None, ssl.SSLContext]:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(self.certfile, self.keyfile)
-        return None, context  # reporters are given the CA (RAYJOB_ADVISOR_PROGRESS_CA)
 
     async def serve(self, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
         """One report: authenticated, authorized, recorded; any refusal is one line with its status."""

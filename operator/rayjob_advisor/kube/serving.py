@@ -1,22 +1,26 @@
-"""Hardened HTTPS serving: the admission webhook's and the controller's progress endpoint's one server.
+"""Hardened serving: the one server of every port (the webhook, the progress endpoint, /healthz, /metrics).
 
 Slow or numerous clients cannot hold it (slow-loris): a connection's TLS
 handshake, and its request line and headers, get ``header_timeout``; its body
 ``body_timeout`` (408, closed) and at most the route's ``max_bytes`` (413);
 beyond ``max_connections`` open connections a new one gets a 503 and is
-closed. A renewed certificate (cert-manager's, or a replaced Secret) is
-served without a restart: mounted Secrets send no events, so the files are
-re-read every ``CERT_CHECK_SECONDS``, and the server restarts once they have
-changed and load together.
+closed. Every listener is dual-stack (IPv4 and IPv6: any interface of both
+families), so probes and clients reach it on IPv6-only clusters too. TLS is
+1.2 or newer (``tls_min_version``) with AEAD suites only (no CBC). A
+renewed certificate (cert-manager's, or a replaced Secret) is served without
+a restart and without closing the listener: mounted Secrets send no events,
+so the files are re-read every ``CERT_CHECK_SECONDS``, and once they have
+changed and load together they are loaded into the live context (new
+connections get them; connections in flight go on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import logging
-import os
 import pathlib
 import ssl
 import time
@@ -33,8 +37,32 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[aiohttp.web.Request, bytes], Awaitable[aiohttp.web.Response]]
 """A route's handler: the request, and its whole body (read within the limits)."""
 
-TLS = Callable[[], tuple[bytes | None, ssl.SSLContext | None]]
-"""Loads the certificate files: (the CA bundle clients are told to trust, if any; the server's context)."""
+AEAD_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"  # TLS 1.2's forward-secret AEAD suites; TLS 1.3 has only AEAD ones
+TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+@dataclasses.dataclass(frozen=True)
+class Certificate:
+    """A server's certificate and key files, and the oldest TLS version it speaks."""
+
+    certfile: str
+    keyfile: str
+    min_version: str = "1.2"  # a key of TLS_VERSIONS
+
+    def context(self) -> ssl.SSLContext:
+        """A server context of these files (raises when they do not load together)."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = TLS_VERSIONS[self.min_version]
+        context.set_ciphers(AEAD_CIPHERS)
+        context.load_cert_chain(self.certfile, self.keyfile)
+        return context
+
+    @classmethod
+    def of(cls, config: OperatorConfig) -> Certificate | None:
+        """The configured certificate; None when its files are not both given."""
+        if not (config.tls_cert_file and config.tls_key_file):
+            return None
+        return cls(config.tls_cert_file, config.tls_key_file, config.tls_min_version)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,46 +128,72 @@ async def _closing(request: aiohttp.web.Request, status: int, text: str) -> aioh
 async def serve(
     routes: Iterable[aiohttp.web.RouteDef],
     *,
-    host: str | None,
     port: int,
     limits: Limits,
-    tls: TLS,
-    files: Iterable[str | os.PathLike[str] | None],
+    certificate: Certificate | None,
     check_interval: float,
-) -> AsyncGenerator[bytes | None]:
-    """Serves ``routes`` until closed; yields ``tls()``'s CA bundle once listening, again after each renewal.
+) -> AsyncGenerator[None]:
+    """Serves ``routes`` (over TLS with ``certificate``; None: plain HTTP) until closed; yields once listening.
 
-    ``files`` are what ``tls`` loads: when they change and ``tls()`` succeeds, the server restarts with the
-    new context. ``host`` None: any interface.
+    Iterated further, it reloads a renewed certificate into the live context (it never yields again).
+    It listens on any interface of both address families.
     """
-    paths = [pathlib.Path(file) for file in files if file is not None]
-    cadata, context = tls()
-    while True:
-        app = aiohttp.web.Application()
-        app.add_routes(routes)
-        # aiohttp (3.14, as pinned) closes a connection still waiting for its request line and headers when
-        # keepalive_timeout runs out: counted from the handshake or the previous answer, never extended
-        # by the bytes that trickle in.
-        # A body left unread (a 413) is drained for at most body_timeout before the connection closes.
-        runner = aiohttp.web.AppRunner(
-            app, handle_signals=False, keepalive_timeout=limits.header_timeout, lingering_time=limits.body_timeout
+    context = certificate.context() if certificate is not None else None
+    app = aiohttp.web.Application()
+    app.add_routes(routes)
+    # aiohttp (3.14, as pinned) closes a connection still waiting for its request line and headers when
+    # keepalive_timeout runs out: counted from the handshake or the previous answer, never extended
+    # by the bytes that trickle in.
+    # A body left unread (a 413) is drained for at most body_timeout before the connection closes.
+    runner = aiohttp.web.AppRunner(
+        app, handle_signals=False, keepalive_timeout=limits.header_timeout, lingering_time=limits.body_timeout
+    )
+    await runner.setup()
+    try:
+        await _BoundedSite(runner, port, ssl_context=context, limits=limits).start()
+        yield
+        if certificate is None or context is None:
+            await asyncio.Event().wait()
+            return
+        while True:
+            await _renewed(certificate, check_interval)
+            try:
+                context.load_cert_chain(certificate.certfile, certificate.keyfile)
+            except (OSError, ssl.SSLError) as exc:  # changed again since they loaded: the next check loads them
+                logger.warning(f"the renewed certificate files changed while loading; trying again: {exc}")
+                continue
+            logger.info(f"serving the renewed certificate on port {port}")
+    finally:
+        await runner.cleanup()
+
+
+class Server:
+    """``serve`` in the background: listening once ``start`` returns (files that do not load raise there),
+    reloading its renewed certificate until ``stop``."""
+
+    def __init__(
+        self, routes: Iterable[aiohttp.web.RouteDef], *, port: int, limits: Limits, certificate: Certificate | None
+    ) -> None:
+        self._sites = serve(
+            routes, port=port, limits=limits, certificate=certificate, check_interval=CERT_CHECK_SECONDS
         )
-        await runner.setup()
-        try:
-            await _BoundedSite(runner, host, port, ssl_context=context, limits=limits).start()
-            yield cadata
-            cadata, context = await _renewed(tls, paths, check_interval)
-            logger.info(f"restarting the server on port {port} with the renewed certificate files")
-        finally:
-            await runner.cleanup()
+        self._renewals: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await anext(self._sites)
+        self._renewals = asyncio.create_task(anext(self._sites, None))
+
+    async def stop(self) -> None:
+        if self._renewals is not None:
+            self._renewals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewals
+        await self._sites.aclose()
 
 
-async def _renewed(
-    tls: TLS, paths: list[pathlib.Path], check_interval: float
-) -> tuple[bytes | None, ssl.SSLContext | None]:
-    """``tls()`` once the files have changed and load together; until then, the old ones are served."""
-    if not paths:  # a self-signed certificate in memory: nothing to reload
-        await asyncio.Event().wait()
+async def _renewed(certificate: Certificate, check_interval: float) -> None:
+    """Returns once the files have changed and load together; until then, the old ones are served."""
+    paths = [pathlib.Path(certificate.certfile), pathlib.Path(certificate.keyfile)]
 
     def digest() -> str:
         hasher = hashlib.sha256()
@@ -152,25 +206,28 @@ async def _renewed(
         await asyncio.sleep(check_interval)
         try:
             if digest() != initial:
-                return tls()
+                certificate.context()  # both files load together: the live context may take them
+                return
         except (OSError, ssl.SSLError) as exc:  # half-written, or a key of another certificate: keep the old one
             logger.warning(f"the certificate files changed but do not load yet; still serving the old ones: {exc}")
 
 
 class _BoundedSite(aiohttp.web.TCPSite):
-    """aiohttp's TCP site with a TLS handshake timeout and at most ``max_connections`` established connections."""
+    """aiohttp's TCP site with a TLS handshake timeout and at most ``max_connections`` established connections.
+
+    Its host is None: asyncio listens on ``0.0.0.0`` and on ``::`` (IPv6-only), one socket per family.
+    """
 
     def __init__(
         self,
         runner: aiohttp.web.AppRunner,
-        host: str | None,
         port: int,
         *,
         ssl_context: ssl.SSLContext | None,
         limits: Limits,
     ) -> None:
         super().__init__(
-            runner, host, port, ssl_context=ssl_context, backlog=limits.backlog, reuse_address=True, reuse_port=True
+            runner, None, port, ssl_context=ssl_context, backlog=limits.backlog, reuse_address=True, reuse_port=True
         )
         self._limits = limits
         self._runner_server = runner.server

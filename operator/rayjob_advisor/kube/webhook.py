@@ -14,7 +14,6 @@ cluster.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import logging
@@ -40,44 +39,40 @@ class AdmissionServer(kopf.WebhookServer):
     kopf's own ``_serve`` reads at most aiohttp's 1 MiB (a bigger, valid review
     got a 413) and answers 500 to several malformed envelopes. kopf's own
     ``__call__`` runs aiohttp with its defaults: an hour for a connection's
-    headers, no limit on its body or on the number of connections. Like kopf's,
-    it restarts with the new certificate when the files change (checked every
-    ``file_check_interval`` seconds).
+    headers, no limit on its body or on the number of connections. A renewed
+    certificate (the files checked every ``file_check_interval`` seconds) is
+    loaded into the live context, where kopf's restarts its server and refuses
+    connections meanwhile.
     """
 
-    def __init__(self, *, limits: serving.Limits, **kwargs: Any) -> None:
+    def __init__(self, *, limits: serving.Limits, certificate: serving.Certificate, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.limits = limits
+        self.certificate = certificate
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
-        """kopf's ``WebhookServer.__call__`` (1.45) on ``serving.serve``: a client config per certificate served."""
+        """kopf's ``WebhookServer.__call__`` (1.45) on ``serving.serve``: one client config, once listening."""
         path = self.path.rstrip("/") if self.path else ""
         review = functools.partial(self._review, fn)
         route = serving.post(f"{path}/{{id:.*}}", review, limits=self.limits, max_bytes=admission.MAX_REQUEST_BYTES)
         port = self.port or self._allocate_free_port()
-        files = (self.certfile, self.pkeyfile, self.cafile)
         sites = serving.serve(
             [route],
-            host=self.addr or None,
             port=port,
             limits=self.limits,
-            tls=self._build_ssl,
-            files=files,
+            certificate=self.certificate,
             check_interval=self.file_check_interval,
         )
         async with contextlib.aclosing(sites):
-            async for cadata in sites:
-                yield self._client_config(port, cadata)
+            async for _ in sites:  # once listening; iterating further reloads renewed certificates
+                yield self._client_config(port)
 
-    def _client_config(self, port: int, cadata: bytes | None) -> kopf.WebhookClientConfig:
-        """What the webhook configuration points at, as kopf builds it: the URL and the CA of the served certificate."""
+    def _client_config(self, port: int) -> kopf.WebhookClientConfig:
+        """What a webhook configuration would point at, as kopf builds it (the chart owns ours: ``managed`` None)."""
         host = self.host or self.DEFAULT_HOST or self._get_accessible_addr(self.addr)
-        url = self._build_url("http" if self.insecure else "https", host, port, self.path or "")
+        url = self._build_url("https", host, port, self.path or "")
         logger.debug(f"Listening for webhooks at {url}")
-        client_config = kopf.WebhookClientConfig(url=url)
-        if cadata is not None:
-            client_config["caBundle"] = base64.b64encode(cadata).decode("ascii")
-        return client_config
+        return kopf.WebhookClientConfig(url=url)
 
     @staticmethod
     async def _review(fn: kopf.WebhookFn, request: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
@@ -105,13 +100,14 @@ def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     The certificate files are re-read every ``serving.CERT_CHECK_SECONDS``: the server restarts with a
     renewed certificate (cert-manager's, or the chart's Secret replaced) without a new pod.
     """
+    certificate = serving.Certificate.of(config)
+    if certificate is None:  # OperatorConfig refuses a webhook role without both files
+        raise ValueError("the webhook role needs tls_cert_file and tls_key_file")
     settings.admission.server = AdmissionServer(
-        addr="0.0.0.0",
         port=config.webhook_port,
-        certfile=config.tls_cert_file,
-        pkeyfile=config.tls_key_file,
         file_check_interval=serving.CERT_CHECK_SECONDS,
         limits=serving.Limits.of(config),
+        certificate=certificate,
     )
     settings.admission.managed = None
 

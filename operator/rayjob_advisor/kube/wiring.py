@@ -17,14 +17,17 @@ the leader would miss changes); kopf's pause stops the watch streams.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp.web
 import kopf
 import kubernetes
 
@@ -32,7 +35,7 @@ from rayjob_advisor import application, contract
 from rayjob_advisor.application import Message, Policy
 from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.errors import AdvisorError, UserError, hide_library_warnings
-from rayjob_advisor.kube import kubeapi, reports, sweep
+from rayjob_advisor.kube import kubeapi, reports, serving, sweep
 from rayjob_advisor.kube.config import OperatorConfig
 from rayjob_advisor.kube.metrics import JobKey, Metrics
 from rayjob_advisor.kuberay.rayjob import RayJob
@@ -63,6 +66,7 @@ class Memo:
     priority: int | None = None  # kopf's peering priority of this controller replica; None: standalone
     running: dict[JobKey, Mapping[str, Any]] = dataclasses.field(default_factory=dict)  # what the sweep checks
     sweeper: sweep.Sweeper | None = None
+    servers: list[serving.Server] = dataclasses.field(default_factory=list)  # /healthz, /metrics
     progress: reports.ProgressServer | None = None
 
     def __post_init__(self) -> None:
@@ -150,7 +154,6 @@ def operator_arguments(config: OperatorConfig, registry: kopf.OperatorRegistry) 
         "priority": memo.priority,
         "clusterwide": not config.watched_namespaces,
         "namespaces": list(config.watched_namespaces),
-        "liveness_endpoint": f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
     }
 
 
@@ -225,9 +228,9 @@ def registry() -> kopf.OperatorRegistry:
     changes, watch namespaces."""
     result = kopf.OperatorRegistry()
     kopf.on.login(registry=result)(_login)
+    kopf.on.startup(registry=result)(_serve)
     kopf.on.startup(backoff=STARTUP_BACKOFF_SECONDS, registry=result)(_start)
     kopf.on.cleanup(registry=result)(_stop)
-    kopf.on.probe(id="background", errors=kopf.ErrorsMode.PERMANENT, registry=result)(_probe_background)
     kopf.on.event("", "v1", "namespaces", registry=result)(_namespace_seen)
     kopf.on.event(*PROFILES, registry=result)(_profile_seen)
     return result
@@ -256,8 +259,6 @@ def _start(memo: Memo, **_: Any) -> None:
         raise kopf.TemporaryError(text, delay=STARTUP_BACKOFF_SECONDS) from None
     for item in listed:
         _start_with(memo, item)
-    if memo.config.metrics_port:
-        memo.metrics.serve(memo.config.metrics_port)
     config = memo.config
     memo.refitter = Refitter(
         memo.store, lambda profile: _publish_fit(memo, profile), config.refit_interval_seconds, duty=config.refit_duty
@@ -283,21 +284,38 @@ def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
                              exc_info=failure is None)  # fmt: skip
 
 
-def _probe_background(memo: Memo, **_: Any) -> dict[str, Any]:
-    """/healthz: fails (HTTP 500) while a background loop (the refitter; the controller's sweep) is dead or stuck,
-    so that Kubernetes restarts the pod."""
+async def _serve(memo: Memo, **_: Any) -> None:
+    """/healthz and /metrics, each on its port through ``serving``'s hardened server (kopf's liveness server and
+    prometheus_client's held slow clients for as long as they liked); first, so that probes get an answer during
+    start-up."""
+    config, limits = memo.config, serving.Limits.of(memo.config)
+    for port, route in (
+        (config.liveness_port, aiohttp.web.get("/healthz", functools.partial(_healthz, memo))),
+        (config.metrics_port, memo.metrics.route()),
+    ):
+        if port:
+            server = serving.Server([route], port=port, limits=limits, certificate=None)
+            await server.start()
+            memo.servers.append(server)
+
+
+async def _healthz(memo: Memo, _: aiohttp.web.Request) -> aiohttp.web.Response:
+    """503 until start-up is done (readiness), 500 while a background loop (the refitter; the controller's sweep)
+    is dead or stuck, so that Kubernetes restarts the pod; else 200."""
     if memo.refitter is None:
-        return {"state": "starting"}
+        return aiohttp.web.json_response({"state": "starting"}, status=503)
     for loop in memo.loops():
         problem = loop.problem()
         if problem is not None:
-            raise kopf.PermanentError(problem)
-    return {"state": "ok", "staleProfiles": len(memo.store.stale())}
+            return aiohttp.web.json_response({"state": "failing", "problem": problem}, status=500)
+    return aiohttp.web.json_response({"state": "ok", "staleProfiles": len(memo.store.stale())})
 
 
-def _stop(memo: Memo, **_: Any) -> None:
+async def _stop(memo: Memo, **_: Any) -> None:
+    for server in memo.servers:
+        await server.stop()
     for loop in memo.loops():
-        loop.stop()
+        await asyncio.to_thread(loop.stop)  # joins its thread
 
 
 def _publish_fit(memo: Memo, profile: Profile) -> None:

@@ -43,7 +43,6 @@ def run_operator(
     namespaces: Collection[str] = (),
     memo: object | None = None,
     timeout: float = 10.0,
-    liveness_endpoint: str | None = None,
     peering_name: str | None = None,
     priority: int | None = None,
     standby: bool = False,
@@ -78,7 +77,6 @@ def run_operator(
             priority=priority,
             stop_flag=stop,
             memo=memo,
-            liveness_endpoint=liveness_endpoint,
             vault=Vault({"emulator": kopf.ConnectionInfo(server=emulator.url)}),
         )
 
