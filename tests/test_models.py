@@ -357,6 +357,9 @@ def test_outside_the_profile_the_start_up_errs_long(digits_runs):
     extrapolated = above.seconds([4, 5, 8])
     assert medians[3] < extrapolated[0] < extrapolated[1] < extrapolated[2]  # grows on past the largest count
     assert abs(extrapolated[0] - medians[4]) < abs(medians[3] - medians[4]) / 2  # closer than holding it flat
+    far = above.seconds([3, 6, 12, 24, 384])
+    assert np.diff(far[:4]) == pytest.approx([far[1] - far[0]] * 3)  # as much again per doubling: log(workers)
+    assert far[4] < 10 * far[0]  # 128x the workers: not 128x the start-up
     below = StartupCurve.from_runs([o for o in digits_runs if o.workers != 1])
     assert below.seconds([1])[0] == pytest.approx(medians[2]) and medians[2] > medians[1]  # held, never less
 
