@@ -111,7 +111,8 @@ class Metrics:
         r = self.registry
         self.predictions = Counter(
             f"{PREFIX}predictions",
-            "RayJobs predicted (result=predicted), not (error), or waiting for their workload's first profile (unprofiled)",
+            "RayJobs predicted (result=predicted), not (error), "
+            "or waiting for their workload's first profile (unprofiled)",
             ["workload", "result"],
             registry=r,
         )
