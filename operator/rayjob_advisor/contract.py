@@ -196,6 +196,8 @@ Count = Annotated[int, pydantic.Field(gt=0, le=MAX_COUNT)]
 MAX_EPOCHS = 10**6
 Epochs = Annotated[int, pydantic.Field(gt=0, le=MAX_EPOCHS)]
 """A million passes over the data is a typo, not a training run."""
+MAX_WORKLOAD = 253
+"""The longest workload name: the most a RuntimeProfile's ``spec.workload`` holds (its CRD's ``maxLength``)."""
 MAX_DEADLINE = dt.timedelta(days=366)  # a deadline further away is a typo, not a plan
 
 Confidence = Annotated[float, pydantic.Field(gt=0.0, lt=1.0)]
@@ -211,7 +213,7 @@ class AdvisorInputs(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
-    workload: str | None = None
+    workload: str | None = pydantic.Field(default=None, max_length=MAX_WORKLOAD)
     deadline: Deadline | None = None
     mode: Literal["off", "recommend", "enforce"] = "recommend"
     dataset_size: Count | None = None
