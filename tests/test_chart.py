@@ -186,20 +186,27 @@ def test_rbac_is_exactly_what_the_code_needs():
     assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]
     assert not by_kind(cluster_wide, "Role")
     one_namespace = installed(render({"namespaces": ["ml-team"]}))
+    # Namespaced: cluster-wide only what is cluster-scoped (namespaces, CRDs); no profile of another namespace.
     assert rules(one_namespace, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER]
-    (role,) = by_kind(one_namespace, "Role")
-    assert role["metadata"]["namespace"] == "ml-team" and role["rules"] == NAMESPACED + peering("kopfpeerings")
-    (binding,) = by_kind(one_namespace, "RoleBinding")
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}
-    ]
-    # Shared profile namespaces are watched too: the same Role there (once), none more cluster-wide.
+    assert rules(one_namespace, "ClusterRole", "advisor-rayjob-advisor-webhook") == [CLUSTER]
+    roles = {r["metadata"]["name"]: r for r in by_kind(one_namespace, "Role")}
+    assert {r["metadata"]["namespace"] for r in roles.values()} == {"ml-team"}
+    assert roles["advisor-rayjob-advisor-controller"]["rules"] == NAMESPACED + peering("kopfpeerings")
+    assert roles["advisor-rayjob-advisor-webhook"]["rules"] == WEBHOOK
+    for binding in by_kind(one_namespace, "RoleBinding"):
+        name = binding["metadata"]["name"]
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "ops"}]
+    assert len(by_kind(one_namespace, "RoleBinding")) == 2
+    # Shared profile namespaces are watched too: the same Roles there (once), none more cluster-wide.
     shared = installed(render({"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]}))
-    assert [(r["metadata"]["namespace"], r["rules"]) for r in by_kind(shared, "Role")] == [
-        ("ml-team", NAMESPACED + peering("kopfpeerings")),
-        ("platform", NAMESPACED + peering("kopfpeerings")),
+    assert [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in by_kind(shared, "Role")] == [
+        ("ml-team", "advisor-rayjob-advisor-controller"),
+        ("platform", "advisor-rayjob-advisor-controller"),
+        ("ml-team", "advisor-rayjob-advisor-webhook"),
+        ("platform", "advisor-rayjob-advisor-webhook"),
     ]
-    assert [b["metadata"]["namespace"] for b in by_kind(shared, "RoleBinding")] == ["ml-team", "platform"]
+    assert [b["metadata"]["namespace"] for b in by_kind(shared, "RoleBinding")] == ["ml-team", "platform"] * 2
     assert not by_kind(
         installed(render({"sharedProfileNamespaces": ["platform"]})), "Role"
     )  # all watched: the ClusterRole
@@ -267,8 +274,8 @@ def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_web
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]  # not the webhook
     namespaced = render({"namespaces": ["ml-team"], "progress": {"enabled": True}})
     assert rules(namespaced, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER + TOKENREVIEWS]
-    (role,) = [r for r in by_kind(namespaced, "Role") if r["metadata"]["namespace"] == "ml-team"]
-    assert role["rules"] == NAMESPACED + PODS + peering("kopfpeerings")
+    (role,) = rules(namespaced, "Role", "advisor-rayjob-advisor-controller")
+    assert role == NAMESPACED + PODS + peering("kopfpeerings")
     env = env_of(objects, "advisor-rayjob-advisor-controller")
     assert env["RAYJOB_ADVISOR_PROGRESS_PORT"] == "8444" and env["RAYJOB_ADVISOR_PROGRESS_AUDIENCE"] == "rayjob-advisor"
     assert env["RAYJOB_ADVISOR_TLS_CERT_FILE"] == "/tls/tls.crt" and env["RAYJOB_ADVISOR_SWEEP_INTERVAL_SECONDS"]
