@@ -136,7 +136,15 @@ def test_controller_and_webhook_shapes(rendered):
     for deployment in deployments.values():  # a controller ready only once started; a webhook once it listens
         assert all(container["readinessProbe"] for container in deployment["spec"]["template"]["spec"]["containers"])
     (configuration,) = webhooks
-    (hook,) = configuration["webhooks"]
+    hook, guard = configuration["webhooks"]
+    # The held annotation is guarded in every namespace but the excluded ones, on CREATE and UPDATE, failing open.
+    assert (guard["name"], guard["clientConfig"]["service"]["path"]) == ("guard.rayjob-advisor.io", "/guard")
+    assert guard["failurePolicy"] == "Ignore" and guard["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert guard["namespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": EXCLUDED}]
+    }
+    controller = "system:serviceaccount:ops:advisor-rayjob-advisor-controller"
+    assert env_of(objects, "advisor-rayjob-advisor-webhook")["RAYJOB_ADVISOR_CONTROLLER_ACCOUNT"] == controller
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
     assert hook["namespaceSelector"] == {
         "matchLabels": {"rayjob-advisor.io/webhook": "enabled"},
@@ -230,7 +238,7 @@ def test_shared_profile_namespaces_reach_the_controller_and_the_webhook():
 def test_the_webhook_never_sees_its_own_namespace_nor_the_excluded_ones():
     selector = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}]}
     objects = render({"webhook": {"enabled": True, "namespaceSelector": selector, "excludedNamespaces": ["ops", "x"]}})
-    ((hook,),) = [c["webhooks"] for c in by_kind(objects, "MutatingWebhookConfiguration")]
+    ((hook, _),) = [c["webhooks"] for c in by_kind(objects, "MutatingWebhookConfiguration")]
     assert hook["namespaceSelector"] == {
         "matchLabels": {"rayjob-advisor.io/webhook": "enabled"},  # Helm merges maps with the default
         "matchExpressions": [
@@ -239,7 +247,7 @@ def test_the_webhook_never_sees_its_own_namespace_nor_the_excluded_ones():
         ],
     }
     everything = render({"webhook": {"enabled": True, "namespaceSelector": None, "excludedNamespaces": []}})
-    ((hook,),) = [c["webhooks"] for c in by_kind(everything, "MutatingWebhookConfiguration")]
+    ((hook, _),) = [c["webhooks"] for c in by_kind(everything, "MutatingWebhookConfiguration")]
     assert hook["namespaceSelector"] == {
         "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ops"]}]
     }
