@@ -228,7 +228,7 @@ def test_a_review_naming_another_namespace_lists_none_of_the_others_workloads(we
     forged["metadata"]["namespace"] = "team-a"
     _, response = webhook.admit(forged)
     (warning,) = response["warnings"]
-    assert "no RuntimeProfile for workload 'nope' in namespace 'team-a'" in warning
+    assert "no profile yet for workload 'nope': no RuntimeProfile in namespace 'team-a'" in warning
     assert WORKLOAD not in warning.partition("known workloads:")[2]
     same = job(**{ann.WORKLOAD: "nope"})
     assert WORKLOAD in webhook.admit(same)[1]["warnings"][0]  # listed in its own namespace
