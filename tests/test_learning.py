@@ -17,7 +17,7 @@ import pytest
 from rayjob_advisor import contract as ann
 from rayjob_advisor.advice import completions
 from rayjob_advisor.advice.features import features_from_rayjob
-from rayjob_advisor.errors import UnknownWorkload
+from rayjob_advisor.errors import DuplicateWorkload, NoProfileYet, UnknownWorkload
 from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
@@ -122,7 +122,7 @@ def test_an_unfitted_own_profile_is_still_the_jobs_profile():
     mine = store.put("team-b", "digits", "digits-cnn", synthetic_observations(), [])
     assert mine.model is None
     assert store.find("team-b", "digits-cnn") is mine  # the job waits for its fit: no fallback meanwhile
-    store.remove("team-b", "digits-cnn")
+    store.remove("team-b", "digits", "digits-cnn")
     assert store.find("team-b", "digits-cnn").label == "platform/digits-cnn"
 
 
@@ -498,3 +498,17 @@ def test_large_profiles_are_fitted_one_at_a_time_beside_the_small_ones():
         refitter.stop()
     first, second = sorted((profile.last_fit for profile in large), key=lambda fit: fit.began)
     assert first.began + first.seconds <= second.began  # never two large fits at once
+
+
+def test_of_two_profiles_of_one_workload_the_oldest_is_used_and_a_renamed_workload_leaves_its_old_one():
+    store, runs = ProfileStore(shipped=False), small_profile_runs()
+    store.put("ns", "young", "w", runs[:20], [], created="2026-12-02T10:00:01Z")
+    older = store.put("ns", "old", "w", runs, [], created="2026-12-02T10:00:00Z")  # seen second, but older
+    assert store.find("ns", "w") is older
+    with pytest.raises(DuplicateWorkload, match="RuntimeProfile old names workload 'w' in namespace ns too"):
+        store.put("ns", "young", "w", runs[:20], [], created="2026-12-02T10:00:01Z")
+    store.put("ns", "old", "renamed", runs, [], created="2026-12-02T10:00:00Z")  # its spec.workload changed
+    assert store.find("ns", "w").name == "young" and store.find("ns", "renamed").name == "old"
+    store.remove("ns", "young", "w")
+    with pytest.raises(NoProfileYet):
+        store.find("ns", "w")

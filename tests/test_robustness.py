@@ -98,6 +98,27 @@ def test_an_oversized_profile_is_rejected_by_the_crd_and_by_the_operator_under_a
     assert bounds == [history.MAX_RUNS, history.MAX_SUMMARIES, history.MAX_SOURCES]  # what the operator writes fits
 
 
+def test_a_second_profile_of_a_workload_is_marked_duplicate_and_never_predicts_until_the_first_is_gone(api):
+    """Two RuntimeProfiles of one workload in a namespace overwrote each other; the oldest is used, the other says
+    so (older wins over a name that sorts first; a tie of seconds goes by name)."""
+    time.sleep(1.1)  # the fixture's profile is older by a second: creationTimestamp counts seconds
+    copy = profile_manifest(small_profile_runs()[:20])  # other runs: a model of 20 runs is not the original's 32
+    copy["metadata"]["name"] = "a-copy"
+    api.create(copy)
+    with operator(api) as advisor:
+        condition = api.wait_until(lambda: fitted(api, "a-copy"), 30)
+        api.wait_until(lambda: (fitted(api, WORKLOAD) or {}).get("status") == "True", 30)
+        used = advisor.memo.store.find("default", WORKLOAD)
+        assert used.name == WORKLOAD and used.model is not None and used.model.n_samples_ == 32
+        assert [e["reason"] for e in warnings_on(api, "a-copy")] == ["DuplicateWorkload"]
+        api.delete("runtimeprofiles", "default", WORKLOAD)
+        api.wait_until(lambda: (fitted(api, "a-copy") or {}).get("status") == "True", 30)  # the next oldest's turn
+        heir = advisor.memo.store.find("default", WORKLOAD)
+        assert heir.name == "a-copy" and heir.model is not None and heir.model.n_samples_ == 20
+    assert (condition["status"], condition["reason"]) == ("False", "DuplicateWorkload")
+    assert f"RuntimeProfile {WORKLOAD} names workload '{WORKLOAD}' in namespace default too" in condition["message"]
+
+
 def test_a_profile_the_operator_cannot_load_does_not_stop_start_up():
     """Objects stored under an older, laxer CRD (no spec required) are skipped and reported, never fatal."""
     lax = [dataclasses.replace(s, validate=None) if s.plural == "runtimeprofiles" else s for s in advisor_resources()]
