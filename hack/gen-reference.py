@@ -219,6 +219,7 @@ _CONSTRAINTS = {
     "maximum": "≤ {}",
     "minLength": "length ≥ {}",
     "maxLength": "length ≤ {}",
+    "maxItems": "at most {} items",
     "pattern": "matches `{}`",
     "format": "{}",
 }

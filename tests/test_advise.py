@@ -289,8 +289,12 @@ def test_enforce_without_leave_to_resize_only_recommends(store):
 @pytest.mark.parametrize("notes", [{ann.RELEASE: "true"}, {ann.RELEASE: "true", ann.DATASET_SIZE: "many"}])
 def test_a_held_job_is_released_in_the_same_patch_whatever_the_advice(store, notes):
     rayjob = deadline_job("enforce", deadline="20s", suspend=True, **notes)
-    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW)
+    advice = advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW, creating=True)  # the webhook
     assert applied(rayjob, advice)["spec"]["suspend"] is False
+    assert advise(rayjob, store, policy=POLICY, may_resize=True, now=NOW).patch.get("spec", {}).get("suspend") is None
+    marked = deadline_job("enforce", deadline="20s", suspend=True, **notes, **{ann.HELD: "true"})  # the controller
+    after = applied(marked, advise(marked, store, policy=POLICY, may_resize=True, now=NOW))
+    assert after["spec"]["suspend"] is False and ann.HELD not in after["metadata"]["annotations"]
     assert advise(rayjob, store, policy=POLICY, may_resize=False, now=NOW).patch.get("spec", {}).get("suspend") is None
 
 

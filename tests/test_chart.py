@@ -139,7 +139,15 @@ def test_controller_and_webhook_shapes(rendered):
     for deployment in deployments.values():  # a controller ready only once started; a webhook once it listens
         assert all(container["readinessProbe"] for container in deployment["spec"]["template"]["spec"]["containers"])
     (configuration,) = webhooks
-    (hook,) = configuration["webhooks"]
+    hook, guard = configuration["webhooks"]
+    # The held annotation is guarded in every namespace but the excluded ones, on CREATE and UPDATE, failing open.
+    assert (guard["name"], guard["clientConfig"]["service"]["path"]) == ("guard.rayjob-advisor.io", "/guard")
+    assert guard["failurePolicy"] == "Ignore" and guard["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert guard["namespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": EXCLUDED}]
+    }
+    controller = "system:serviceaccount:ops:advisor-rayjob-advisor-controller"
+    assert env_of(objects, "advisor-rayjob-advisor-webhook")["RAYJOB_ADVISOR_CONTROLLER_ACCOUNT"] == controller
     assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] <= 5 and hook["sideEffects"] == "None"
     assert hook["namespaceSelector"] == {
         "matchLabels": {"rayjob-advisor.io/webhook": "enabled"},
@@ -189,20 +197,27 @@ def test_rbac_is_exactly_what_the_code_needs():
     assert rules(cluster_wide, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]
     assert not by_kind(cluster_wide, "Role")
     one_namespace = installed(render({"namespaces": ["ml-team"]}))
+    # Namespaced: cluster-wide only what is cluster-scoped (namespaces, CRDs); no profile of another namespace.
     assert rules(one_namespace, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER]
-    (role,) = by_kind(one_namespace, "Role")
-    assert role["metadata"]["namespace"] == "ml-team" and role["rules"] == NAMESPACED + peering("kopfpeerings")
-    (binding,) = by_kind(one_namespace, "RoleBinding")
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}
-    ]
-    # Shared profile namespaces are watched too: the same Role there (once), none more cluster-wide.
+    assert rules(one_namespace, "ClusterRole", "advisor-rayjob-advisor-webhook") == [CLUSTER]
+    roles = {r["metadata"]["name"]: r for r in by_kind(one_namespace, "Role")}
+    assert {r["metadata"]["namespace"] for r in roles.values()} == {"ml-team"}
+    assert roles["advisor-rayjob-advisor-controller"]["rules"] == NAMESPACED + peering("kopfpeerings")
+    assert roles["advisor-rayjob-advisor-webhook"]["rules"] == WEBHOOK
+    for binding in by_kind(one_namespace, "RoleBinding"):
+        name = binding["metadata"]["name"]
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "ops"}]
+    assert len(by_kind(one_namespace, "RoleBinding")) == 2
+    # Shared profile namespaces are watched too: the same Roles there (once), none more cluster-wide.
     shared = installed(render({"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]}))
-    assert [(r["metadata"]["namespace"], r["rules"]) for r in by_kind(shared, "Role")] == [
-        ("ml-team", NAMESPACED + peering("kopfpeerings")),
-        ("platform", NAMESPACED + peering("kopfpeerings")),
+    assert [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in by_kind(shared, "Role")] == [
+        ("ml-team", "advisor-rayjob-advisor-controller"),
+        ("platform", "advisor-rayjob-advisor-controller"),
+        ("ml-team", "advisor-rayjob-advisor-webhook"),
+        ("platform", "advisor-rayjob-advisor-webhook"),
     ]
-    assert [b["metadata"]["namespace"] for b in by_kind(shared, "RoleBinding")] == ["ml-team", "platform"]
+    assert [b["metadata"]["namespace"] for b in by_kind(shared, "RoleBinding")] == ["ml-team", "platform"] * 2
     assert not by_kind(
         installed(render({"sharedProfileNamespaces": ["platform"]})), "Role"
     )  # all watched: the ClusterRole
@@ -226,7 +241,7 @@ def test_shared_profile_namespaces_reach_the_controller_and_the_webhook():
 def test_the_webhook_never_sees_its_own_namespace_nor_the_excluded_ones():
     selector = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}]}
     objects = render({"webhook": {"enabled": True, "namespaceSelector": selector, "excludedNamespaces": ["ops", "x"]}})
-    ((hook,),) = [c["webhooks"] for c in by_kind(objects, "MutatingWebhookConfiguration")]
+    ((hook, _),) = [c["webhooks"] for c in by_kind(objects, "MutatingWebhookConfiguration")]
     assert hook["namespaceSelector"] == {
         "matchLabels": {"rayjob-advisor.io/webhook": "enabled"},  # Helm merges maps with the default
         "matchExpressions": [
@@ -235,7 +250,7 @@ def test_the_webhook_never_sees_its_own_namespace_nor_the_excluded_ones():
         ],
     }
     everything = render({"webhook": {"enabled": True, "namespaceSelector": None, "excludedNamespaces": []}})
-    ((hook,),) = [c["webhooks"] for c in by_kind(everything, "MutatingWebhookConfiguration")]
+    ((hook, _),) = [c["webhooks"] for c in by_kind(everything, "MutatingWebhookConfiguration")]
     assert hook["namespaceSelector"] == {
         "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ops"]}]
     }
@@ -270,8 +285,8 @@ def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_web
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]  # not the webhook
     namespaced = render({"namespaces": ["ml-team"], "progress": {"enabled": True}})
     assert rules(namespaced, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER + TOKENREVIEWS]
-    (role,) = [r for r in by_kind(namespaced, "Role") if r["metadata"]["namespace"] == "ml-team"]
-    assert role["rules"] == NAMESPACED + PODS + peering("kopfpeerings")
+    (role,) = rules(namespaced, "Role", "advisor-rayjob-advisor-controller")
+    assert role == NAMESPACED + PODS + peering("kopfpeerings")
     env = env_of(objects, "advisor-rayjob-advisor-controller")
     assert env["RAYJOB_ADVISOR_PROGRESS_PORT"] == "8444" and env["RAYJOB_ADVISOR_PROGRESS_AUDIENCE"] == "rayjob-advisor"
     assert env["RAYJOB_ADVISOR_TLS_CERT_FILE"] == "/tls/tls.crt" and env["RAYJOB_ADVISOR_SWEEP_INTERVAL_SECONDS"]

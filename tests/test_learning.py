@@ -17,17 +17,18 @@ import pytest
 from rayjob_advisor import contract as ann
 from rayjob_advisor.advice import completions
 from rayjob_advisor.advice.features import features_from_rayjob
-from rayjob_advisor.errors import UnknownWorkload
+from rayjob_advisor.errors import DuplicateWorkload, NoProfileYet, UnknownWorkload
 from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.profiles import history
 from rayjob_advisor.profiles import profile as profile_module
+from rayjob_advisor.profiles import refitter as refitter_module
 from rayjob_advisor.profiles.codec import observation_from_k8s, observation_to_k8s
 from rayjob_advisor.profiles.profile import Profile
 from rayjob_advisor.profiles.refitter import Refitter
 from rayjob_advisor.profiles.store import ProfileStore
-from rayjob_advisor_testkit.profiles import synthetic_observations
+from rayjob_advisor_testkit.profiles import large_profile_runs, small_profile_runs, synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
 
@@ -121,7 +122,7 @@ def test_an_unfitted_own_profile_is_still_the_jobs_profile():
     mine = store.put("team-b", "digits", "digits-cnn", synthetic_observations(), [])
     assert mine.model is None
     assert store.find("team-b", "digits-cnn") is mine  # the job waits for its fit: no fallback meanwhile
-    store.remove("team-b", "digits-cnn")
+    store.remove("team-b", "digits", "digits-cnn")
     assert store.find("team-b", "digits-cnn").label == "platform/digits-cnn"
 
 
@@ -422,3 +423,92 @@ def test_a_burst_of_changes_is_refitted_at_most_once_per_interval():
         refitter.stop()
     assert not store.stale() and store.find("ns", "synthetic").model_status()["samples"] == len(runs) + 40
     assert 2 <= refitter.fits <= elapsed / 1.0 + 2
+
+
+def test_runs_beyond_the_fitting_cap_are_sampled_by_configuration_the_newest_first():
+    runs = synthetic_observations(repeats=3)  # 64 configurations, the 3 runs of each in a row
+    sample = profile_module.fitting_sample(runs, cap=100)
+    configurations = {(run.workers, run.dataset_size, run.batch_size) for run in runs}
+    assert len(sample) == 100 and {(r.workers, r.dataset_size, r.batch_size) for r in sample} == configurations
+    newest = runs[-1]  # the last repeat of the last configuration: its two newer runs are kept, not its first
+    same = [r for r in runs if (r.workers, r.dataset_size, r.batch_size) == (newest.workers, newest.dataset_size, 128)]
+    assert [r in sample for r in same] == [False, True, True]
+    assert sample == [run for run in runs if run in sample]  # in their own order
+    assert profile_module.fitting_sample(runs, cap=100) == sample  # deterministic
+    assert profile_module.fitting_sample(runs[:50], cap=100) == runs[:50]
+
+
+def test_a_16000_run_profile_does_not_delay_another_namespaces_first_fit_by_more_than_2_s():
+    """Before, the other namespace's new profile waited for all of a 16,000-run fit (10 s here, 85 s in issue 21)."""
+    store, published = ProfileStore(shipped=False), []
+    big = store.put("team-a", "huge", "synthetic", large_profile_runs(), [])
+    refitter = Refitter(store, lambda profile: published.append((profile.name, threading.current_thread())), 0.05)
+    refitter.start()
+    try:
+        time.sleep(0.2)  # the big profile's fit is under way
+        put = time.monotonic()
+        small = store.put("team-b", "new", "synthetic", synthetic_observations(), [])
+        deadline = time.monotonic() + 60
+        while len(published) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        refitter.stop()
+    assert small.model is not None and small.last_fit.began - put <= 2.0
+    assert small.last_fit.began < big.last_fit.began + big.last_fit.seconds  # it did not wait for the big fit
+    assert [name for name, _ in published] == ["new", "huge"]
+    assert {thread for _, thread in published} == {refitter._thread}  # one thread publishes
+    assert big.model is not None and big.model.n_samples_ == profile_module.MAX_FIT_RUNS
+    message = big.fitted_condition()["message"]
+    assert message.endswith("fitted on 2048 runs sampled from 16000 (at most 2048 are fitted)")
+
+
+def test_the_refitter_serves_new_profiles_and_namespaces_in_turn():
+    """A namespace's many stale profiles are fitted one at a time, another namespace's new one between them."""
+    store, runs, order = ProfileStore(shipped=False), small_profile_runs(), []
+    for name in ("a1", "a2", "a3"):
+        store.put("team-a", name, name, runs, [])
+
+    def fitted(profile):
+        order.append(profile.name)
+        if profile.name == "a1":  # team-b's first profile arrives while team-a's are being fitted
+            store.put("team-b", "b1", "b1", runs, [])
+
+    refitter = Refitter(store, fitted, interval=0.05)
+    refitter.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(order) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        refitter.stop()
+    assert order == ["a1", "b1", "a2", "a3"]
+
+
+def test_large_profiles_are_fitted_one_at_a_time_beside_the_small_ones():
+    store, published = ProfileStore(shipped=False), []
+    large = [store.put(ns, "big", "synthetic", synthetic_observations(repeats=9), []) for ns in ("team-a", "team-b")]
+    assert all(len(profile.observations) > refitter_module.LARGE_FIT_RUNS for profile in large)
+    refitter = Refitter(store, published.append, interval=0.05)
+    refitter.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(published) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        refitter.stop()
+    first, second = sorted((profile.last_fit for profile in large), key=lambda fit: fit.began)
+    assert first.began + first.seconds <= second.began  # never two large fits at once
+
+
+def test_of_two_profiles_of_one_workload_the_oldest_is_used_and_a_renamed_workload_leaves_its_old_one():
+    store, runs = ProfileStore(shipped=False), small_profile_runs()
+    store.put("ns", "young", "w", runs[:20], [], created="2026-12-02T10:00:01Z")
+    older = store.put("ns", "old", "w", runs, [], created="2026-12-02T10:00:00Z")  # seen second, but older
+    assert store.find("ns", "w") is older
+    with pytest.raises(DuplicateWorkload, match="RuntimeProfile old names workload 'w' in namespace ns too"):
+        store.put("ns", "young", "w", runs[:20], [], created="2026-12-02T10:00:01Z")
+    store.put("ns", "old", "renamed", runs, [], created="2026-12-02T10:00:00Z")  # its spec.workload changed
+    assert store.find("ns", "w").name == "young" and store.find("ns", "renamed").name == "old"
+    store.remove("ns", "young", "w")
+    with pytest.raises(NoProfileYet):
+        store.find("ns", "w")

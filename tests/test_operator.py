@@ -387,13 +387,17 @@ def held_rayjob(name: str, **notes: str) -> dict:
     return body
 
 
+ADMITTED_HELD = {ann.RELEASE: "true", ann.HELD: "true"}
+"""A job created suspended asking for release, as the webhook admitted it (the emulator calls no webhook)."""
+
+
 def group_of(api: AdvisorEmulator, name: str) -> dict:
     return api.get("rayjobs", "default", name)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
 
 
 def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(live):
     api = live.api
-    api.create(held_rayjob("held", **{ann.RELEASE: "true"}))
+    api.create(held_rayjob("held", **ADMITTED_HELD))
     api.wait_until(lambda: api.get("rayjobs", "default", "held")["spec"].get("suspend") is False, 60)
     plan = json.loads(notes(api, "held")[ann.RECOMMENDATION])
     group = group_of(api, "held")
@@ -402,6 +406,23 @@ def test_a_suspended_job_asking_for_release_is_planned_resized_and_unsuspended(l
     assert json.loads(notes(api, "held")[ann.ORIGINAL_REPLICAS])["replicas"] == 1
     reasons = [e["reason"] for e in api.objects("events") if e["involvedObject"]["name"] == "held"]
     assert reasons == ["Resized"]
+
+
+def test_release_is_honoured_only_on_a_job_the_webhook_admitted_held_and_never_on_a_kueue_job(live):
+    """A tenant who adds release to a job someone else suspended (an admin, a policy) gets nothing; nor one who
+    forges the mark on a job of a Kueue queue (whose suspend is Kueue's to lift)."""
+    api = live.api
+    api.create(held_rayjob("unmarked", **{ann.RELEASE: "true"}))  # release without the webhook's mark
+    queued = held_rayjob("queued", **ADMITTED_HELD)
+    queued["metadata"]["labels"] = {ann.KUEUE_QUEUE: "team-a"}
+    api.create(queued)
+    api.create(held_rayjob("marker", **ADMITTED_HELD))
+    api.wait_until(lambda: api.get("rayjobs", "default", "marker")["spec"].get("suspend") is False, 60)
+    for name in ("unmarked", "queued"):
+        api.wait_until(lambda name=name: ann.RECOMMENDATION in notes(api, name), 30)  # advised, but not released
+        assert api.get("rayjobs", "default", name)["spec"]["suspend"] is True
+        assert group_of(api, name)["replicas"] == 1  # nor resized: KubeRay may have built its cluster already
+    assert ann.HELD not in notes(api, "marker")  # released: a later suspension stays
 
 
 def test_a_kueue_gated_job_loses_only_our_gate_and_stays_suspended(live):
@@ -415,13 +436,13 @@ def test_a_kueue_gated_job_loses_only_our_gate_and_stays_suspended(live):
 
 def test_held_jobs_with_bad_input_are_released_unchanged(live):
     api = live.api
-    api.create(held_rayjob("bad-input", **{ann.RELEASE: "true", ann.DATASET_SIZE: "many"}))
+    api.create(held_rayjob("bad-input", **ADMITTED_HELD, **{ann.DATASET_SIZE: "many"}))
     api.wait_until(lambda: api.get("rayjobs", "default", "bad-input")["spec"].get("suspend") is False, 60)
     assert ann.ERROR in notes(api, "bad-input") and group_of(api, "bad-input")["replicas"] == 1
 
 
 def test_jobs_not_held_and_running_jobs_are_never_resized(api):
-    running = held_rayjob("running", **{ann.RELEASE: "true"})
+    running = held_rayjob("running", **ADMITTED_HELD)
     api.create(running)
     api.set_rayjob_status("default", "running", deployment_status="Running", job_status="RUNNING")
     free = held_rayjob("free")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import yaml
 
@@ -13,14 +15,30 @@ from rayjob_advisor.kuberay.training import TrainingCount
 from rayjob_advisor_testkit.rayjobs import counted, env, make_rayjob, worker_group
 
 
-def test_suspended_jobs_are_held_only_when_they_ask_for_release():
-    assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)).hold == "suspended"
+def test_suspended_jobs_are_held_only_when_the_webhook_admitted_them_asking_for_release():
+    asking = make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)
+    marked = make_rayjob(annotations={ann.RELEASE: "true", ann.HELD: "true"}, suspend=True)
+    assert RayJob(asking, creating=True).hold == RayJob(marked).hold == "suspended"
+    assert RayJob(asking).hold is None  # release added after the creation (or unseen by the webhook): not ours
     assert RayJob(make_rayjob(suspend=True)).hold is None  # suspended by someone else, for their reasons
     assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"})).hold is None  # not suspended: nothing to hold
-    assert RayJob(make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)).release() == {
-        "spec": {"suspend": False}
-    }
-    assert RayJob(make_rayjob(suspend=True)).release() == {}  # not ours to release
+    assert RayJob(marked).release() == {"spec": {"suspend": False}, "metadata": {"annotations": {ann.HELD: None}}}
+    assert RayJob(make_rayjob(suspend=True)).release() == RayJob(asking).release() == {}  # not ours to release
+    queued = copy.deepcopy(marked)
+    queued["metadata"]["labels"] = {ann.KUEUE_QUEUE: "team-a"}
+    assert RayJob(queued).hold is RayJob(queued, creating=True).hold is None  # Kueue's suspend, never ours
+
+
+def test_only_the_webhook_writes_the_held_mark():
+    asking = make_rayjob(annotations={ann.RELEASE: "true"}, suspend=True)
+    assert RayJob(asking).admitted() == {"metadata": {"annotations": {ann.HELD: "true"}}}
+    forged = make_rayjob(annotations={ann.HELD: "true"}, suspend=True)  # without release: no mark
+    assert RayJob(forged).admitted() == {"metadata": {"annotations": {ann.HELD: None}}}
+    assert RayJob(make_rayjob()).admitted() == {}
+    # An UPDATE keeps the mark as it was: added, changed or removed, it comes back.
+    assert RayJob(forged).kept_held(make_rayjob()) == {"metadata": {"annotations": {ann.HELD: None}}}
+    assert RayJob(make_rayjob()).kept_held(forged) == {"metadata": {"annotations": {ann.HELD: "true"}}}
+    assert RayJob(forged).kept_held(forged) == {}
 
 
 def test_kueue_gates_release_only_ours():

@@ -13,14 +13,16 @@ from collections.abc import Iterator
 import pytest
 
 from rayjob_advisor import contract as ann
+from rayjob_advisor.errors import AnnotationError, BadProfile
 from rayjob_advisor.kube import kubeapi
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.profiles import codec, history
 from rayjob_advisor_testkit import emulator
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, free_port, running_advisor
 from rayjob_advisor_testkit.emulator import ApiError, rfc3339
 from rayjob_advisor_testkit.lifecycle import notes
 from rayjob_advisor_testkit.profiles import WORKLOAD, profile_manifest, profiled_rayjob, small_profile_runs
-from rayjob_advisor_testkit.resources import AdvisorEmulator, advisor_resources
+from rayjob_advisor_testkit.resources import RUNTIMEPROFILE_SCHEMA, AdvisorEmulator, advisor_resources
 
 
 @pytest.fixture
@@ -69,6 +71,52 @@ def _create_rejected(api: AdvisorEmulator) -> None:
     runs["spec"]["observations"][0]["executionSeconds"] = 1e-300
     with pytest.raises(ApiError, match="executionSeconds"):
         api.create(runs)
+
+
+def test_an_oversized_profile_is_rejected_by_the_crd_and_by_the_operator_under_an_older_crd():
+    """No tenant's profile makes every replica parse and keep an unbounded list, or an unbounded string."""
+    manifest = profile_manifest()
+    run = manifest["spec"]["observations"][0]
+    too_many = {**manifest["spec"], "observations": [run] * (codec.MAX_SEED_RUNS + 1)}
+    with AdvisorEmulator() as api:
+        for spec, where in (
+            (too_many, "spec.observations: .* is too long"),
+            ({**manifest["spec"], "workload": "w" * (ann.MAX_WORKLOAD + 1)}, "spec.workload: .* is too long"),
+            ({**manifest["spec"], "observations": [{**run, "source": "s" * 254}]}, "source: .* is too long"),
+        ):
+            with pytest.raises(ApiError, match=where) as rejected:
+                api.create({**manifest, "spec": spec})
+            assert rejected.value.code == 422
+        api.create({**manifest, "spec": {**manifest["spec"], "observations": [run] * codec.MAX_SEED_RUNS}})
+    with pytest.raises(BadProfile, match=f"spec.observations holds 16385 runs: at most {codec.MAX_SEED_RUNS}"):
+        codec.runs_from_k8s(too_many, None)
+    with pytest.raises(AnnotationError, match="at most 253 characters"):
+        ann.parse_inputs({ann.WORKLOAD: "w" * 254})
+    spec, status = (RUNTIMEPROFILE_SCHEMA["properties"][part]["properties"] for part in ("spec", "status"))
+    assert (spec["workload"]["maxLength"], spec["observations"]["maxItems"]) == (ann.MAX_WORKLOAD, codec.MAX_SEED_RUNS)
+    bounds = [status[key]["maxItems"] for key in ("observations", "summaries", "learnedSources")]
+    assert bounds == [history.MAX_RUNS, history.MAX_SUMMARIES, history.MAX_SOURCES]  # what the operator writes fits
+
+
+def test_a_second_profile_of_a_workload_is_marked_duplicate_and_never_predicts_until_the_first_is_gone(api):
+    """Two RuntimeProfiles of one workload in a namespace overwrote each other; the oldest is used, the other says
+    so (older wins over a name that sorts first; a tie of seconds goes by name)."""
+    time.sleep(1.1)  # the fixture's profile is older by a second: creationTimestamp counts seconds
+    copy = profile_manifest(small_profile_runs()[:20])  # other runs: a model of 20 runs is not the original's 32
+    copy["metadata"]["name"] = "a-copy"
+    api.create(copy)
+    with operator(api) as advisor:
+        condition = api.wait_until(lambda: fitted(api, "a-copy"), 30)
+        api.wait_until(lambda: (fitted(api, WORKLOAD) or {}).get("status") == "True", 30)
+        used = advisor.memo.store.find("default", WORKLOAD)
+        assert used.name == WORKLOAD and used.model is not None and used.model.n_samples_ == 32
+        assert [e["reason"] for e in warnings_on(api, "a-copy")] == ["DuplicateWorkload"]
+        api.delete("runtimeprofiles", "default", WORKLOAD)
+        api.wait_until(lambda: (fitted(api, "a-copy") or {}).get("status") == "True", 30)  # the next oldest's turn
+        heir = advisor.memo.store.find("default", WORKLOAD)
+        assert heir.name == "a-copy" and heir.model is not None and heir.model.n_samples_ == 20
+    assert (condition["status"], condition["reason"]) == ("False", "DuplicateWorkload")
+    assert f"RuntimeProfile {WORKLOAD} names workload '{WORKLOAD}' in namespace default too" in condition["message"]
 
 
 def test_a_profile_the_operator_cannot_load_does_not_stop_start_up():

@@ -146,11 +146,12 @@ def test_mode_off_opts_out_and_a_held_job_is_still_released():
     assert application.left_alone(RayJob(off), Policy()) == f"its mode is off ({ann.MODE})"
     assert not application.in_scope(RayJob(off), Policy(advise_all_jobs=True))
     held = copy.deepcopy(off)
-    held["metadata"]["annotations"][ann.RELEASE] = "true"
+    held["metadata"]["annotations"].update({ann.RELEASE: "true", ann.HELD: "true"})
     held["spec"]["suspend"] = True
     assert application.in_scope(RayJob(held), Policy())
     advice = application.advise(held, ProfileStore(shipped=False), policy=Policy(), may_resize=True, now=NOW)
-    assert advice.patch == {"spec": {"suspend": False}} and advice.messages == ()
+    assert advice.patch == {"spec": {"suspend": False}, "metadata": {"annotations": {ann.HELD: None}}}
+    assert advice.messages == ()
     bad = raw_sample("bad", "default", **{ann.MODE: "offf"})
     assert application.left_alone(RayJob(bad), Policy()) is None  # asks: its error is reported on it
 

@@ -16,7 +16,7 @@ from benchmarks.admission_fuzz import random_rayjobs
 from rayjob_advisor import contract as ann
 from rayjob_advisor.kube import admission
 from rayjob_advisor_testkit.admission import Webhook
-from rayjob_advisor_testkit.advisor import RunningAdvisor
+from rayjob_advisor_testkit.advisor import CONTROLLER_ACCOUNT, RunningAdvisor
 from rayjob_advisor_testkit.profiles import WORKLOAD
 from rayjob_advisor_testkit.rayjobs import make_rayjob, worker_group
 
@@ -78,6 +78,28 @@ def test_a_job_held_for_the_planner_is_planned_and_released_at_admission(webhook
     gated = job("enforce", deadline="25s", **{ann.KUEUE_GATES: "example.com/quota,rayjob-advisor.io/planner"})
     stored, _ = webhook.admit(gated)
     assert stored["metadata"]["annotations"][ann.KUEUE_GATES] == "example.com/quota"
+
+
+def test_only_the_advisor_writes_the_held_mark_on_any_rayjob(webhook):
+    """The mark the controller releases a suspended job on: set on the CREATE of a job asking for release, dropped
+    from any other, and put back after any UPDATE but the controller's own."""
+    guard = webhook.at("/guard")
+    asking = job(**{ann.RELEASE: "true"})
+    asking["spec"]["suspend"] = True
+    stored, _ = guard.admit(asking)
+    assert stored["metadata"]["annotations"][ann.HELD] == "true"
+    forged = job(**{ann.HELD: "true"})  # not asking: no mark, whatever the tenant writes
+    assert ann.HELD not in guard.admit(forged)[0]["metadata"]["annotations"]
+    queued = copy.deepcopy(asking)
+    queued["metadata"]["labels"] = {ann.KUEUE_QUEUE: "team-a"}
+    assert ann.HELD not in guard.admit(queued)[0]["metadata"]["annotations"]
+    plain = job()
+    added, _ = guard.admit(job(**{ann.HELD: "true"}), operation="UPDATE", old=plain)  # a tenant's edit
+    assert ann.HELD not in added["metadata"]["annotations"]
+    removed, _ = guard.admit(plain, operation="UPDATE", old=stored)
+    assert removed["metadata"]["annotations"][ann.HELD] == "true"
+    released, response = guard.admit(plain, operation="UPDATE", old=stored, username=CONTROLLER_ACCOUNT)
+    assert ann.HELD not in released["metadata"]["annotations"] and "patch" not in response
 
 
 def test_without_a_deadline_only_the_prediction_is_added(webhook):

@@ -143,7 +143,16 @@ def left_alone(rayjob: RayJob, policy: Policy) -> str | None:
 
 def in_scope(rayjob: RayJob, policy: Policy) -> bool:
     """Whether the operator handles a RayJob at all: one it advises, or one held for it (always released)."""
-    return rayjob.hold is not None or left_alone(rayjob, policy) is None
+    return rayjob.hold is not None or rayjob.asks_release or left_alone(rayjob, policy) is None
+
+
+def guarded(body: Mapping[str, Any], old: Mapping[str, Any] | None, *, by_advisor: bool) -> MergePatch:
+    """What the webhook writes on any RayJob's CREATE (``old`` None) or UPDATE: the ``held`` mark, which only the
+    advisor writes (``RayJob.admitted``, ``RayJob.kept_held``), so that no tenant makes the controller lift a
+    suspension someone else set."""
+    if old is None:
+        return RayJob(body).admitted()
+    return {} if by_advisor else RayJob(body).kept_held(old)
 
 
 def job_inputs(rayjob: RayJob, policy: Policy) -> contract.AdvisorInputs:
@@ -161,6 +170,7 @@ def advise(
     now: dt.datetime,
     cluster: Mapping[str, Any] | None = None,
     clusters: ClusterReader | None = None,
+    creating: bool = False,
 ) -> Advice:
     """The advisor's changes to one RayJob that has not started (``forecast``; a release only, of a job it leaves
     alone).
@@ -171,9 +181,10 @@ def advise(
     profile yet (``NoProfileYet``) the ``note`` annotation. Raises
     ``ProfileNotReady`` while the profile's first fit is still running (a
     held job stays held until it is done), ``RetryableError`` when
-    ``clusters`` cannot reach the API server.
+    ``clusters`` cannot reach the API server. ``creating``: the webhook admits the job's CREATE
+    (``RayJob.creating``).
     """
-    rayjob = RayJob(body)
+    rayjob = RayJob(body, creating)
     if left_alone(rayjob, policy) is not None:
         return Advice(patch=rayjob.release() if may_resize else {})
     inputs = None
@@ -181,7 +192,14 @@ def advise(
         spec.check(body)
         inputs = job_inputs(rayjob, policy).within_reach(now)
         seen = forecast(
-            body, profiles, policy=policy, may_resize=may_resize, now=now, cluster=cluster, clusters=clusters
+            body,
+            profiles,
+            policy=policy,
+            may_resize=may_resize,
+            now=now,
+            cluster=cluster,
+            clusters=clusters,
+            creating=creating,
         )
     except UserError as exc:
         release, workload = rayjob.release() if may_resize else {}, inputs.workload if inputs else None
@@ -200,6 +218,7 @@ def forecast(
     now: dt.datetime,
     cluster: Mapping[str, Any] | None = None,
     clusters: ClusterReader | None = None,
+    creating: bool = False,
 ) -> Forecast:
     """What the advisor makes of one RayJob that has not started, and writes on it (nothing, but the release of a
     held job, on a job the operator leaves alone: ``left_alone`` says why).
@@ -214,9 +233,9 @@ def forecast(
     a mistake costs no waiting. Raises ``UserError`` for bad input,
     ``ProfileNotReady`` while the profile's fit is running. ``cluster``: the
     RayCluster a ``clusterSelector`` job runs on, else read with ``clusters``
-    (the job is predicted from its groups, never resized: ``kuberay.cluster``).
+    (the job is predicted from its groups, never resized: ``kuberay.cluster``). ``creating``: as for ``advise``.
     """
-    rayjob = RayJob(body)
+    rayjob = RayJob(body, creating)
     spec.check(body)
     name = selected_cluster(body)
     if cluster is None and clusters is not None and name is not None:

@@ -50,7 +50,7 @@ BATCH_SCALING = PREFIX + "batch-scaling"  # per-worker (default) | global: which
 PLACEMENT = PREFIX + "placement"  # packed | spread | one-per-node
 CONFIDENCE = PREFIX + "confidence"
 SCALE_GROUP = PREFIX + "scale-group"
-RELEASE = PREFIX + "release"  # "true" on a suspended RayJob: we unsuspend it once planned
+RELEASE = PREFIX + "release"  # "true" on a RayJob created suspended: we unsuspend it once planned (``HELD``)
 # Where the job sets its Ray Train worker count: an env var name, an entrypoint flag, or "cluster".
 WORKERS_ENV = PREFIX + "workers-env"
 WORKERS_ARG = PREFIX + "workers-arg"
@@ -60,6 +60,7 @@ ACCELERATOR = PREFIX + "accelerator"  # when the worker group's nodeSelector / n
 # Kueue's admission gates: a comma-separated list of controllers a job waits for.
 KUEUE_GATES = "kueue.x-k8s.io/admission-gated-by"
 PLANNER_GATE = PREFIX + "planner"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"  # a label: Kueue manages the job, its ``suspend`` is Kueue's
 
 # Keys written by the advisor.
 PREDICTED_RUNTIME = PREFIX + "predicted-runtime"
@@ -71,6 +72,9 @@ ACTUAL_RUNTIME_SECONDS = PREFIX + "actual-runtime-seconds"
 PREDICTION_ERROR = PREFIX + "prediction-error"
 ERROR = PREFIX + "error"
 NOTE = PREFIX + "note"  # not an error: e.g. no profile yet, learned from the job once it finishes
+# "true": the webhook admitted the job created suspended with ``release``; only the advisor writes it (the webhook
+# puts back anyone else's change), and the controller unsuspends only a job that carries it.
+HELD = PREFIX + "held"
 # Once the job runs: its expected end at the median and at the upper bound (RFC 3339), refined by progress reports;
 # the last report (compact JSON); the Warning Events already posted (comma-separated reasons, posted once each).
 ETA = PREFIX + "eta"
@@ -196,6 +200,8 @@ Count = Annotated[int, pydantic.Field(gt=0, le=MAX_COUNT)]
 MAX_EPOCHS = 10**6
 Epochs = Annotated[int, pydantic.Field(gt=0, le=MAX_EPOCHS)]
 """A million passes over the data is a typo, not a training run."""
+MAX_WORKLOAD = 253
+"""The longest workload name: the most a RuntimeProfile's ``spec.workload`` holds (its CRD's ``maxLength``)."""
 MAX_DEADLINE = dt.timedelta(days=366)  # a deadline further away is a typo, not a plan
 
 Confidence = Annotated[float, pydantic.Field(gt=0.0, lt=1.0)]
@@ -211,7 +217,7 @@ class AdvisorInputs(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
-    workload: str | None = None
+    workload: str | None = pydantic.Field(default=None, max_length=MAX_WORKLOAD)
     deadline: Deadline | None = None
     mode: Literal["off", "recommend", "enforce"] = "recommend"
     dataset_size: Count | None = None

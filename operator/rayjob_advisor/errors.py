@@ -59,6 +59,10 @@ class BadProfile(UserError, ValueError):
     """A RuntimeProfile the operator cannot use (no workload, an invalid observation, not an object)."""
 
 
+class DuplicateWorkload(BadProfile):
+    """A RuntimeProfile of a workload an older one in its namespace names: not used while that one is there."""
+
+
 class ObservationsError(UserError, ValueError):
     """A CSV file of runs that cannot be used as it is; lists every problem found (one per line)."""
 

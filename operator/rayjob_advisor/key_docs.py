@@ -22,6 +22,7 @@ from rayjob_advisor.contract import (
     ERROR,
     ETA,
     ETA_UPPER,
+    HELD,
     HOOK_LABEL_PREFIX,
     KARPENTER_DO_NOT_DISRUPT,
     KUEUE_GATES,
@@ -131,7 +132,8 @@ KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
         KeyDoc(
             RELEASE,
             _RAYJOB,
-            '`"true"` on a job created with `spec.suspend: true`: unsuspend it once it is planned',
+            '`"true"` on a job created with `spec.suspend: true` (and no `kueue.x-k8s.io/queue-name` label): '
+            "unsuspend it once it is planned; honoured only on a job the webhook admitted so (`held`)",
             '"true"',
         ),
     ),
@@ -188,6 +190,13 @@ KEY_DOCS: Mapping[str, tuple[KeyDoc, ...]] = {
             _RAYJOB,
             "after `enforce` resized the job: the replicas and Ray Train worker count it was created with",
             '{"groupName":"cpu-workers","replicas":2,...}',
+        ),
+        KeyDoc(
+            HELD,
+            _RAYJOB,
+            "the webhook admitted the job created suspended with `release`: the controller unsuspends it once "
+            "planned; the webhook puts back any change but the advisor's own, and the release removes it",
+            '"true"',
         ),
         KeyDoc(ETA, _RAYJOB, "once the job runs: its expected end at the median (RFC 3339)", "2026-12-02T17:42:10Z"),
         KeyDoc(ETA_UPPER, _RAYJOB, "the expected end at the upper bound", "2026-12-02T17:44:55Z"),

@@ -35,6 +35,7 @@ FITTED: Final = "Fitted"
 NOT_ENOUGH_DATA: Final = "NotEnoughData"
 FIT_FAILED: Final = "FitFailed"
 BAD_PROFILE: Final = "BadProfile"
+DUPLICATE_WORKLOAD: Final = "DuplicateWorkload"
 
 
 class ReasonDoc(NamedTuple):
@@ -150,6 +151,13 @@ REASON_DOCS: tuple[ReasonDoc, ...] = (
         "the RuntimeProfile cannot be used: no workload, or an invalid run; it is skipped",
         "fix the object (`kubectl get runtimeprofile NAME -o yaml`), e.g. re-create it with "
         "`rayjob-advisor profile --emit-profile`",
+    ),
+    ReasonDoc(
+        DUPLICATE_WORKLOAD,
+        "condition reason, Warning Event",
+        "an older RuntimeProfile in the namespace names the same workload (the message names it): that one is used, "
+        "this one never predicts",
+        "delete one of the two, or rename this one's `spec.workload`",
     ),
 )
 """Every reason above, documented; ``tests/test_reference.py`` checks none is missing."""

@@ -27,6 +27,9 @@ from rayjob_advisor_testkit.resources import AdvisorEmulator
 QUICK_REFITS: dict[str, Any] = {"refit_interval_seconds": 0.1, "refit_duty": 1.0, "shipped_profiles": False}
 """Settings for tests: refits within a fraction of a second of a change, no shipped profile to hide a missing one."""
 
+CONTROLLER_ACCOUNT = "system:serviceaccount:rayjob-advisor:rayjob-advisor-controller"
+"""The controller's username, as the webhook role is told it (the chart: its controller's service account)."""
+
 
 def free_port() -> int:
     """A TCP port nobody listens on now (for the operator's webhook, metrics and liveness servers)."""
@@ -116,7 +119,7 @@ def running_advisor(
             ca = str(ca_file)
             values.update(tls_cert_file=str(cert), tls_key_file=str(key))
         if role == "webhook":
-            values.update(webhook_port=free_port())
+            values.update(webhook_port=free_port(), controller_account=CONTROLLER_ACCOUNT)
         if progress:
             values.update(progress_port=free_port())
         operator_config = OperatorConfig(**{**values, **config, "role": role, "kube_api": api.url})

@@ -64,6 +64,25 @@ def synthetic_observations(
     return runs
 
 
+def large_profile_runs(count: int = 16000, seed: int = 0) -> list[Observation]:
+    """``count`` runs of ``sync_sgd_time`` as a big tenant's profile has them: hardly two of one configuration
+    (dataset sizes from 1,000 to 1,000,000, 1-64 workers packed 4 to a node, 3 batch sizes), 5 % noise."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for _ in range(count):
+        size, workers = int(rng.integers(1000, 1_000_000)), int(rng.integers(1, 65))
+        batch = int(rng.choice([64, 128, 256]))
+        nodes = math.ceil(workers / 4)
+        seconds = sync_sgd_time(size, workers, batch, nodes) * float(np.exp(rng.normal(0, 0.05)))
+        runs.append(
+            Observation(
+                workload=WORKLOAD, dataset_size=size, epochs=1, batch_size=batch, workers=workers, cpus_per_worker=1,
+                gpus_per_worker=0, nodes=nodes, execution_seconds=seconds, startup_seconds=2.0, source="large",
+            )
+        )  # fmt: skip
+    return runs
+
+
 def shipped_runs(workload: str) -> list[Observation]:
     """The runs of a shipped profile (``pollux-bert``: the Pollux traces of bert, as ``benchmarks.pollux`` converts
     them), in the order the file lists them."""

@@ -48,6 +48,11 @@ class OperatorConfig(pydantic.BaseModel):
         default=60, ge=2, description="how long a controller replica that stops renewing stays the leader"
     )
     namespaces: tuple[str, ...] = pydantic.Field(default=(), description="watched namespaces; empty: all")
+    controller_account: str | None = pydantic.Field(
+        default=None,
+        description="the webhook's: the username of the controller (system:serviceaccount:<namespace>:<name>), "
+        "the only one whose RayJob updates may change the held annotation; unset: nobody's",
+    )
     shared_profile_namespaces: tuple[str, ...] = pydantic.Field(
         default=(),
         description="namespaces whose RuntimeProfiles serve jobs of every namespace without one of their own "

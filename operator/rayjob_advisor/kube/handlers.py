@@ -50,11 +50,11 @@ def profile_changed(
     """Load the runs; a profile the operator cannot use says why on itself (Event, ``Fitted`` False) and stays out."""
     generation = meta.get("generation")
     try:
-        wiring.load_profile(memo, namespace, name, spec, status, generation)
+        wiring.load_profile(memo, namespace, name, spec, status, generation, meta.get("creationTimestamp"))
     except UserError as exc:
-        message = f"the profile is not used: {exc}"
-        kopf.warn(body, reason=reasons.BAD_PROFILE, message=message)
-        fitted = condition(reasons.FITTED, "False", reasons.BAD_PROFILE, message, None, generation)
+        message, reason = f"the profile is not used: {exc}", wiring.unusable_reason(exc)
+        kopf.warn(body, reason=reason, message=message)
+        fitted = condition(reasons.FITTED, "False", reason, message, None, generation)
         patch.status["conditions"] = [fitted]
         if generation is not None:
             patch.status["observedGeneration"] = generation

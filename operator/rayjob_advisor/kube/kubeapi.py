@@ -158,13 +158,19 @@ def publish_fit(api: kubernetes.client.CustomObjectsApi, profile: Profile) -> No
 
 
 def report_bad_profile(
-    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, generation: int | None, message: str
+    api: kubernetes.client.CustomObjectsApi,
+    namespace: str,
+    name: str,
+    generation: int | None,
+    message: str,
+    reason: str = reasons.BAD_PROFILE,
 ) -> None:
-    """Say on a RuntimeProfile the operator cannot use why: ``Fitted`` False, reason BadProfile.
+    """Say on a RuntimeProfile the operator cannot use why: ``Fitted`` False, ``reason`` (BadProfile,
+    DuplicateWorkload).
 
     (Its Warning Event comes from the profile's own handler, which runs on it at every start too.)
     """
-    condition = codec.condition(reasons.FITTED, "False", reasons.BAD_PROFILE, message, None, generation)
+    condition = codec.condition(reasons.FITTED, "False", reason, message, None, generation)
     status: dict[str, Any] = {"conditions": [condition]}
     if generation is not None:
         status["observedGeneration"] = generation

@@ -131,16 +131,36 @@ def admit(
     kopf calls this for any operation sent to the webhook (``operations`` only
     goes into a webhook configuration it manages): only a CREATE may resize.
     """
+    creating = operation == "CREATE"
     with memo.metrics.admission_duration.time():
-        advice = _advice_or_unchanged(body, memo, memo.policy(namespace), may_resize=operation == "CREATE")
+        advice = _advice_or_unchanged(body, memo, memo.policy(namespace), creating=creating)
     warnings.extend(admission.warnings(advice.warnings))
     merge(patch, advice.patch)
     if advice.resized and not dryrun:
         memo.metrics.rewrites.labels("webhook").inc()
 
 
+@kopf.on.mutate(
+    *wiring.RAYJOBS, operations=["CREATE", "UPDATE"], id="guard", ignore_failures=True, side_effects=False,
+    registry=REGISTRY,
+)  # fmt: skip
+def guard(
+    body: kopf.Body,
+    userinfo: kopf.UserInfo,
+    patch: kopf.Patch,
+    memo: wiring.Memo,
+    old: kopf.Body | None = None,
+    **_: Any,
+) -> None:
+    """Keep the ``held`` annotation the advisor's alone, on every RayJob's CREATE and UPDATE in any namespace (``old``:
+    the RayJob before an UPDATE, from kopf)."""
+    account = memo.config.controller_account
+    by_advisor = account is not None and userinfo.get("username") == account
+    merge(patch, application.guarded(body, old, by_advisor=by_advisor))
+
+
 def _advice_or_unchanged(
-    body: kopf.Body, memo: wiring.Memo, policy: application.Policy, *, may_resize: bool
+    body: kopf.Body, memo: wiring.Memo, policy: application.Policy, *, creating: bool
 ) -> application.Advice:
     """Fail open: a profile still being fitted, an API server that does not answer, or our own bug, admits the
     RayJob unchanged with a warning. A clusterSelector job's RayCluster is read once, briefly: admission
@@ -148,8 +168,10 @@ def _advice_or_unchanged(
     try:
         clusters = functools.partial(kubeapi.read_raycluster, memo.kube, admission=True)
         now = contract.now()
-        advice = application.advise(body, memo.store, policy=policy, may_resize=may_resize, now=now, clusters=clusters)
-        return admission.within_limits(body, advice, may_resize=may_resize)
+        advice = application.advise(
+            body, memo.store, policy=policy, may_resize=creating, now=now, clusters=clusters, creating=creating
+        )
+        return admission.within_limits(body, advice, may_resize=creating)
     except RetryableError as exc:
         text = f"{exc}; admitted unchanged, the controller will predict shortly"
     except Exception as exc:  # fail open: our bug must never block a RayJob; logged with its traceback

@@ -31,10 +31,10 @@ import aiohttp.web
 import kopf
 import kubernetes
 
-from rayjob_advisor import application, contract
+from rayjob_advisor import application, contract, reasons
 from rayjob_advisor.application import Message, Policy
 from rayjob_advisor.background import BackgroundLoop
-from rayjob_advisor.errors import AdvisorError, UserError, hide_library_warnings
+from rayjob_advisor.errors import AdvisorError, DuplicateWorkload, UserError, hide_library_warnings
 from rayjob_advisor.kube import kubeapi, reports, serving, sweep
 from rayjob_advisor.kube.config import OperatorConfig
 from rayjob_advisor.kube.metrics import JobKey, Metrics
@@ -257,7 +257,7 @@ def _start(memo: Memo, **_: Any) -> None:
             raise
         text = f"start-up could not read namespaces and RuntimeProfiles: {failure}"
         raise kopf.TemporaryError(text, delay=STARTUP_BACKOFF_SECONDS) from None
-    for item in listed:
+    for item in sorted(listed, key=_age):  # the oldest first: of two naming one workload, it is the one used
         _start_with(memo, item)
     config = memo.config
     memo.refitter = Refitter(
@@ -266,18 +266,25 @@ def _start(memo: Memo, **_: Any) -> None:
     memo.refitter.start()
 
 
+def _age(item: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = item.get("metadata") or {}
+    return str(metadata.get("creationTimestamp") or ""), str(metadata.get("name") or "")
+
+
 def _start_with(memo: Memo, item: Mapping[str, Any]) -> None:
     """Load one listed RuntimeProfile; one the operator cannot use is skipped and reported on, never fatal."""
     metadata = item.get("metadata") or {}
     namespace, name = metadata.get("namespace"), metadata.get("name", "?")
     try:
-        load_profile(memo, namespace, name, item.get("spec"), item.get("status"), metadata.get("generation"))
+        created = metadata.get("creationTimestamp")
+        load_profile(memo, namespace, name, item.get("spec"), item.get("status"), metadata.get("generation"), created)
     except Exception as exc:  # BadProfile, or a bug of ours: this profile's problem, never start-up's
         unexpected = not isinstance(exc, UserError)
         logger.warning("skipping RuntimeProfile %s/%s: %s", namespace, name, exc, exc_info=unexpected)
         if memo.config.role == "controller" and namespace and memo.api is not None and leads(memo):
             try:
-                kubeapi.report_bad_profile(memo.api, namespace, name, metadata.get("generation"), str(exc))
+                reason = unusable_reason(exc)
+                kubeapi.report_bad_profile(memo.api, namespace, name, metadata.get("generation"), str(exc), reason)
             except Exception as failed:  # the report is a courtesy: start-up goes on without it
                 failure = kubeapi.failure(failed)
                 logger.error("could not report on RuntimeProfile %s/%s: %s", namespace, name, failure or failed,
@@ -356,10 +363,15 @@ def _profile_seen(
     if type == "DELETED":
         workload = spec.get("workload")
         if isinstance(workload, str):
-            memo.store.remove(namespace or "", workload)
+            memo.store.remove(namespace or "", name, workload)
         return
     with contextlib.suppress(UserError):
-        load_profile(memo, namespace, name, spec, status, meta.get("generation"))
+        load_profile(memo, namespace, name, spec, status, meta.get("generation"), meta.get("creationTimestamp"))
+
+
+def unusable_reason(exc: Exception) -> str:
+    """The ``Fitted`` reason of a RuntimeProfile the operator does not use."""
+    return reasons.DUPLICATE_WORKLOAD if isinstance(exc, DuplicateWorkload) else reasons.BAD_PROFILE
 
 
 def load_profile(
@@ -369,10 +381,14 @@ def load_profile(
     spec: Mapping[str, Any] | None,
     status: Mapping[str, Any] | None,
     generation: int | None = None,
+    created: str | None = None,
 ) -> None:
-    """Put a RuntimeProfile's runs in the store; the refitter fits them if they changed. Raises ``BadProfile``."""
+    """Put a RuntimeProfile's runs in the store; the refitter fits them if they changed. Raises ``BadProfile``
+    (``DuplicateWorkload`` too)."""
     workload, seed, learned = runs_from_k8s(spec, status)
     conditions = (status or {}).get("conditions")
-    memo.store.put(namespace or "", name, workload, seed, learned, generation=generation, conditions=conditions)
+    memo.store.put(
+        namespace or "", name, workload, seed, learned, generation=generation, conditions=conditions, created=created
+    )
     if memo.refitter is not None:
         memo.refitter.wake()

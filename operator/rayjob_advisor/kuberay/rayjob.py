@@ -11,7 +11,10 @@ Ray job's ``status.rayJobInfo.startTime``/``endTime`` and ``status.failed``
 
 A RayJob can wait for the planner before KubeRay builds its cluster:
 created with ``spec.suspend: true`` and ``rayjob-advisor.io/release: "true"``
-(we unsuspend it), or with Kueue's ``kueue.x-k8s.io/admission-gated-by``
+(we unsuspend it: the webhook at its CREATE, else the controller, on the
+webhook's ``held`` mark only — a tenant who adds ``release`` to a job someone
+else suspended gets nothing — and never a job of a Kueue queue), or with
+Kueue's ``kueue.x-k8s.io/admission-gated-by``
 naming ``rayjob-advisor.io/planner`` (we remove only our gate; ``suspend``
 stays Kueue's business).
 """
@@ -25,7 +28,7 @@ from typing import Any, Literal
 
 from rayjob_advisor import contract
 from rayjob_advisor.kuberay import groups, training
-from rayjob_advisor.kuberay.manifest import MergePatch
+from rayjob_advisor.kuberay.manifest import MergePatch, metadata_patch
 
 Hold = Literal["suspended", "gated"]
 
@@ -66,9 +69,11 @@ def _mapping(value: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class RayJob:
-    """Read-only accessors over a RayJob body (a kopf ``Body`` or a plain dict)."""
+    """Read-only accessors over a RayJob body (a kopf ``Body`` or a plain dict); ``creating``: the body of its
+    CREATE, which the webhook is admitting (its own ``release`` holds it: ``hold``)."""
 
     body: Mapping[str, Any]
+    creating: bool = False
 
     @property
     def metadata(self) -> Mapping[str, Any]:
@@ -183,18 +188,38 @@ class RayJob:
         return [gate.strip() for gate in value.split(",") if gate.strip()]
 
     @property
+    def asks_release(self) -> bool:
+        """Suspended with ``release: "true"`` and in no Kueue queue (whose ``suspend`` is Kueue's to lift)."""
+        release = self.annotations.get(contract.RELEASE, "").lower() == "true"
+        return bool(self.spec.get("suspend")) and release and contract.KUEUE_QUEUE not in self.labels
+
+    @property
     def hold(self) -> Hold | None:
-        """Why the RayJob waits for us, or None when it does not."""
+        """Why the RayJob waits for us, or None when it does not: a job that asks for release is held while it is
+        created, and after only with the webhook's ``held`` mark (``admitted``)."""
         if contract.PLANNER_GATE in self._gates():
             return "gated"
-        if self.spec.get("suspend") and self.annotations.get(contract.RELEASE, "").lower() == "true":
+        if self.asks_release and (self.creating or self.annotations.get(contract.HELD) == "true"):
             return "suspended"
         return None
 
+    def admitted(self) -> MergePatch:
+        """What the webhook writes on the CREATE of any RayJob: ``held`` when it asks for release, else none (a
+        tenant's own is dropped)."""
+        if self.asks_release:
+            return metadata_patch({contract.HELD: "true"})
+        return metadata_patch({contract.HELD: None}) if contract.HELD in self.annotations else {}
+
+    def kept_held(self, old: Mapping[str, Any]) -> MergePatch:
+        """What the webhook writes on an UPDATE by anyone but the advisor: ``held`` as it was (``old``)."""
+        before = RayJob(old).annotations.get(contract.HELD)
+        return {} if self.annotations.get(contract.HELD) == before else metadata_patch({contract.HELD: before})
+
     def release(self) -> MergePatch:
-        """The merge patch that lets a held RayJob go on (empty when it is not held)."""
+        """The merge patch that lets a held RayJob go on (empty when it is not held); a suspended job loses its
+        ``held`` mark, so that a later suspension (an admin's, a policy's) stays."""
         if self.hold == "suspended":
-            return {"spec": {"suspend": False}}
+            return {"spec": {"suspend": False}, **metadata_patch({contract.HELD: None})}
         if self.hold == "gated":
             others = [gate for gate in self._gates() if gate != contract.PLANNER_GATE]
             return {"metadata": {"annotations": {contract.KUEUE_GATES: ",".join(others) or None}}}

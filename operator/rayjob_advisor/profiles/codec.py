@@ -15,6 +15,10 @@ from rayjob_advisor.observations import Observation
 
 API_VERSION = f"{contract.API_GROUP}/v1alpha1"
 KIND = "RuntimeProfile"
+MAX_SEED_RUNS = 16384
+"""The most runs ``spec.observations`` holds (the CRD's ``maxItems``): a bound on what every replica parses and
+keeps of one tenant's profile, at about what etcd's 1.5 MiB takes of typical runs. Checked here too, for a
+cluster whose CRD predates the bound (Helm does not upgrade CRDs)."""
 
 
 def camel_case(field: str) -> str:
@@ -52,6 +56,8 @@ def runs_from_k8s(
         if not isinstance(spec, Mapping) or not isinstance(spec.get("workload"), str) or not spec["workload"]:
             raise BadProfile("spec.workload is missing: the profile names no workload")
         workload = spec["workload"]
+        if len(spec.get("observations") or ()) > MAX_SEED_RUNS:
+            raise BadProfile(f"spec.observations holds {len(spec['observations'])} runs: at most {MAX_SEED_RUNS}")
         seed = observations_from_k8s(workload, spec.get("observations"))
         learned = observations_from_k8s(workload, (status or {}).get("observations"))
     except (pydantic.ValidationError, TypeError, AttributeError) as exc:

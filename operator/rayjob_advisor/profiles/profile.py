@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import itertools
 import logging
 import math
 import time
@@ -20,15 +21,48 @@ from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.models.transfer import TransferredModel, better_model
 from rayjob_advisor.observations import (
+    MEASURES,
     AcceleratorChoice,
     Observation,
     choose_accelerator,
     measured_accelerators,
     runs_on,
 )
-from rayjob_advisor.profiles.codec import condition
+from rayjob_advisor.profiles.codec import MAX_CONDITION_MESSAGE, condition
 
 logger = logging.getLogger(__name__)
+
+MAX_FIT_RUNS = 2048
+"""The most runs one fit takes; a profile's runs beyond it are sub-sampled (``fitting_sample``) before the fit.
+
+A fit's cost grows faster than its runs (16,000 runs took 85 s and 453 MiB, in the controller and in every
+webhook replica), and the refitter fits one profile at a time, so an unbounded profile would hold up every other
+namespace's fits. 2,048 runs fit in about a second (``benchmarks/fitting.py``), and are more than any shipped
+profile has (their predictions do not change) and twice what a status keeps of learned runs (``history.MAX_RUNS``).
+"""
+_NOT_CONFIGURATION = frozenset({*MEASURES, "source"})
+
+
+def fitting_sample(runs: Sequence[Observation], cap: int = MAX_FIT_RUNS) -> list[Observation]:
+    """At most ``cap`` of ``runs``, stratified by configuration and the newest first, in their own order.
+
+    Stratified (rounds of one run of each configuration): a profile of thousands of repeats of a few sizes keeps
+    its rare configurations, which decide how far the model reaches (the worker counts and dataset sizes it
+    extrapolates to); a uniform sample would drop them. The newest first (the last listed: learned runs follow
+    the seed, each list in the order it grew): a workload's code and cluster change, and recent runs are what the
+    next job resembles; where configurations outnumber the cap, the most recently run ones are kept. No
+    randomness: the controller and every webhook replica fit the same sample, so they predict alike.
+    """
+    if len(runs) <= cap:
+        return list(runs)
+    strata: dict[tuple[object, ...], list[int]] = {}
+    for index in reversed(range(len(runs))):
+        run = runs[index]
+        key = tuple(getattr(run, field) for field in Observation.model_fields if field not in _NOT_CONFIGURATION)
+        strata.setdefault(key, []).append(index)
+    rounds = itertools.chain.from_iterable(itertools.zip_longest(*strata.values()))
+    chosen = itertools.islice((index for index in rounds if index is not None), cap)
+    return [runs[index] for index in sorted(chosen)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +77,7 @@ class Fit:
     began: float  # time.monotonic() when it began: refits are debounced on it
     seconds: float  # how long it took
     model: RuntimeModel | None  # predicts the runs of ``accelerator``; None: no fit has succeeded yet
+    runs: int  # the runs of ``accelerator`` it was fitted from, of which at most ``MAX_FIT_RUNS`` were fitted
     accelerator: str | None  # the most measured accelerator; None: the runs name none
     measured: tuple[str, ...]  # the accelerators of the runs ``model`` was fitted with, the most measured first
     error: str | None  # why it failed; None: it did not
@@ -60,8 +95,9 @@ class AcceleratorFit:
 
 
 def _fitted(observations: list[Observation]) -> RuntimeModel:
-    """A runtime model of ``observations``; raises when it cannot be trusted (a non-finite error)."""
-    model = RuntimeModel().fit(observations)
+    """A runtime model of ``observations`` (``fitting_sample``); raises when it cannot be trusted (a non-finite
+    error)."""
+    model = RuntimeModel().fit(fitting_sample(observations))
     if not math.isfinite(model.cv_mape_):
         raise ValueError(f"the cross-validated error is {model.cv_mape_}")
     return model
@@ -155,8 +191,9 @@ class Profile:
         measured = measured_accelerators(observations)
         main = measured[0] if measured else None
         model, accelerator, error, reason = self.model, self.accelerator, None, None
+        runs = runs_on(observations, main)
         try:
-            model, accelerator = _fitted(runs_on(observations, main)), main
+            model, accelerator = _fitted(runs), main
         except NotEnoughData as exc:
             error, reason = f"cannot fit {len(observations)} runs: {exc}", reasons.NOT_ENOUGH_DATA
         except Exception as exc:  # numeric garbage, an estimator's bug: this profile's problem only
@@ -172,6 +209,7 @@ class Profile:
             began=began,
             seconds=time.monotonic() - began,
             model=model,
+            runs=len(runs) if error is None else self._fit.runs if self._fit is not None else 0,
             accelerator=accelerator,
             measured=measured if error is None else self.measured,
             error=error,
@@ -212,7 +250,7 @@ class Profile:
                 self._accelerator_fits[accelerator] = AcceleratorFit(runs, None, f"no runs on {accelerator} any more")
             elif runs != fit.runs or (isinstance(fit.model, TransferredModel) and fit.model.source is not main):
                 try:
-                    model = better_model(runs, accelerator, main, main_accelerator)
+                    model = better_model(fitting_sample(runs), accelerator, main, main_accelerator)
                     self._accelerator_fits[accelerator] = AcceleratorFit(runs, model)
                 except Exception as exc:  # as in ``fit``: this accelerator's problem only; the previous model stays
                     logger.warning("the fit of profile %s on %s failed", self.label, accelerator, exc_info=True)
@@ -228,7 +266,7 @@ class Profile:
 
     def model_status(self) -> dict[str, object]:
         """What ``status.model`` of the RuntimeProfile shows (``error``: why the last fit failed, else null)."""
-        error = self._fit.error if self._fit else None
+        error = self._fit.error[:MAX_CONDITION_MESSAGE] if self._fit and self._fit.error else None
         if self._fit is None or self._fit.model is None:
             return {"name": "none", "samples": len(self.observations), "error": error}
         model = self._fit.model
@@ -248,6 +286,8 @@ class Profile:
         if error is None and model is not None:
             status, reason = "True", reasons.FITTED
             message = f"{model.selected_} fitted on {model.n_samples_} runs"
+            if fit is not None and fit.runs > model.n_samples_:
+                message += f" sampled from {fit.runs} (at most {MAX_FIT_RUNS} are fitted)"
         else:
             status, reason = "False", (fit.reason if fit is not None else None) or reasons.FIT_FAILED
             message = error or "not fitted"

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from rayjob_advisor import contract, reasons
-from rayjob_advisor.errors import NoProfileYet, ProfileNotReady, UnknownWorkload
+from rayjob_advisor.errors import DuplicateWorkload, NoProfileYet, ProfileNotReady, UnknownWorkload
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import AcceleratorChoice, Observation, read_observations
 from rayjob_advisor.profiles.profile import Profile
@@ -38,6 +38,18 @@ class FittedProfile:
     choice: AcceleratorChoice
 
 
+@dataclasses.dataclass(frozen=True)
+class _Claim:
+    """One RuntimeProfile naming a workload in its namespace, with its runs (kept for when it comes to own it)."""
+
+    created: str  # metadata.creationTimestamp (RFC 3339 in UTC: orders as text); "" when unknown
+    name: str
+    seed: list[Observation]
+    learned: list[Observation]
+    generation: int | None
+    conditions: Sequence[Mapping[str, Any]] | None
+
+
 class ProfileSource(Protocol):
     """Where a forecast takes a job's profile from: the operator's store, or the CLI's file of runs."""
 
@@ -52,6 +64,10 @@ class ProfileStore:
     names as shared (``shared_namespaces``, first listed first), else the
     shipped profile of that name; never one in another team's namespace.
 
+    One workload has one profile in a namespace: of several RuntimeProfiles
+    naming it, the oldest (then the first by name) is used, the others are
+    refused (``DuplicateWorkload``) until it is gone; none overwrites another.
+
     The operator's refitter fits stale profiles in the background; a one-off
     tool without one (the CLI, the kubectl plugin) asks for ``fits_when_asked``.
     """
@@ -60,6 +76,7 @@ class ProfileStore:
         self, shipped: bool = True, shared_namespaces: Sequence[str] = (), *, fits_when_asked: bool = False
     ) -> None:
         self._profiles: dict[tuple[str | None, str], Profile] = {}
+        self._claims: dict[tuple[str, str], dict[str, _Claim]] = {}  # (namespace, workload) -> name -> its claim
         self._lock = threading.Lock()
         self._republish: set[tuple[str | None, str]] = set()  # fitted on their runs, but to be fitted and published
         self._unpublished: set[tuple[str | None, str]] = set()  # fits this replica left to the leader
@@ -77,8 +94,10 @@ class ProfileStore:
         *,
         generation: int | None = None,
         conditions: Sequence[Mapping[str, Any]] | None = None,
+        created: str | None = None,
     ) -> Profile:
-        """Record a RuntimeProfile's runs (its ``generation`` and published ``conditions``, if given).
+        """Record a RuntimeProfile's runs (its ``generation``, published ``conditions`` and ``created`` time, if
+        given). Raises ``DuplicateWorkload`` for a profile of a workload an older one in its namespace names.
 
         A change of runs makes the profile due for a refit; so does, on the
         same runs, a new generation or a fit this replica left unpublished
@@ -86,8 +105,21 @@ class ProfileStore:
         """
         key = (namespace, workload)
         with self._lock:
+            left = [other for (place, other), claims in self._claims.items() if place == namespace and name in claims]
+        for other in left:
+            if other != workload:  # its workload changed: it leaves the old one to the next oldest
+                self.remove(namespace, name, other)
+        with self._lock:
+            claims = self._claims.setdefault(key, {})
+            claims[name] = _Claim(created or "", name, seed, learned, generation, conditions)
+            owner = min(claims.values(), key=lambda claim: (claim.created, claim.name))
+            if owner.name != name:
+                raise DuplicateWorkload(
+                    f"RuntimeProfile {owner.name} names workload {workload!r} in namespace {namespace} too, and is "
+                    f"older: it is the one used; delete one of them"
+                )
             profile = self._profiles.get(key)
-            if profile is None:
+            if profile is None or profile.name != name:  # a first one, or an older one than seen before
                 profile = self._profiles[key] = Profile(namespace, name, workload, seed, learned, generation=generation)
             else:
                 profile._replace_runs(seed, learned)
@@ -105,9 +137,23 @@ class ProfileStore:
         with self._lock:
             self._unpublished.add((profile.namespace, profile.workload))
 
-    def remove(self, namespace: str, workload: str) -> None:
+    def remove(self, namespace: str, name: str, workload: str) -> None:
+        """Forget RuntimeProfile ``name``; if it was its workload's, the next oldest that names it takes over."""
+        key = (namespace, workload)
         with self._lock:
-            self._profiles.pop((namespace, workload), None)
+            claims = self._claims.get(key, {})
+            claims.pop(name, None)
+            profile = self._profiles.get(key)
+            if profile is not None and profile.name != name:
+                return
+            self._profiles.pop(key, None)
+            if not claims:
+                self._claims.pop(key, None)
+                return
+        heir = min(claims.values(), key=lambda claim: (claim.created, claim.name))
+        self.put(
+            namespace, heir.name, workload, heir.seed, heir.learned, generation=heir.generation, created=heir.created
+        )
 
     def visible_from(self, namespace: str) -> tuple[str | None, ...]:
         """Where a RayJob in ``namespace`` may find its profile, in order: its own, the shared ones, shipped."""
