@@ -63,4 +63,4 @@ class StartupCurve:
             return np.zeros(len(asked))
         largest = self.workers[-1]
         beyond = self.medians[-1] + self.slope * np.log(np.maximum(asked, largest) / largest)
-        return np.where(asked > largest, beyond, np.interp(asked, self.workers, self.medians))
+        return np.asarray(np.where(asked > largest, beyond, np.interp(asked, self.workers, self.medians)), dtype=float)
