@@ -311,11 +311,11 @@ def test_the_kuberay_hook_writes_both_deadlines_on_every_sample(store, name, sam
     advice = advise(rayjob, store, policy=KUBERAY, may_resize=True, now=NOW, cluster=cluster)
     after = applied(rayjob, advice)  # valid against KubeRay's RayJob CRD
     spec = after["spec"]
-    startup = store.find("default", "synthetic").model.startup(
-        [features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]), cluster)]
-    )[0]
-    assert advice.walltime is not None and advice.error is None
-    wanted = hooks.kuberay_deadlines(advice.walltime, startup)
+    model = store.find("default", "synthetic").model
+    job = [features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]), cluster)]
+    startup, upper = model.startup(job)[0], model.startup_upper(job)[0]
+    assert advice.walltime is not None and advice.error is None and upper >= startup
+    wanted = hooks.kuberay_deadlines(advice.walltime, upper)  # the start-up's upper quantile, not its median
     assert {field: spec[field] for field in wanted} == wanted
     assert spec["activeDeadlineSeconds"] > spec["preRunningDeadlineSeconds"] >= hooks.PROVISIONING_SECONDS
     assert json.loads(notes_of(advice)[ann.RECOMMENDATION]) == {"kuberay": wanted}  # no deadline: only the hook's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -362,6 +363,16 @@ def test_outside_the_profile_the_start_up_errs_long(digits_runs):
     assert far[4] < 10 * far[0]  # 128x the workers: not 128x the start-up
     below = StartupCurve.from_runs([o for o in digits_runs if o.workers != 1])
     assert below.seconds([1])[0] == pytest.approx(medians[2]) and medians[2] > medians[1]  # held, never less
+
+
+def test_the_start_up_upper_quantile_is_a_conformal_rank_of_each_counts_runs(digits_runs):
+    curve = StartupCurve.from_runs(digits_runs)
+    for workers in (1, 4):
+        measured = sorted(o.startup_seconds for o in digits_runs if o.workers == workers)
+        rank = min(len(measured), math.ceil((len(measured) + 1) * 0.9))
+        assert curve.upper([workers])[0] == pytest.approx(measured[rank - 1])
+        assert curve.upper([workers])[0] > curve.seconds([workers])[0]  # above the median
+    assert curve.upper([8])[0] - curve.upper([4])[0] == pytest.approx(curve.seconds([8])[0] - curve.seconds([4])[0])
 
 
 def test_a_profile_that_never_measured_start_up_has_none():

@@ -347,7 +347,10 @@ def _hooked(seen: Forecast, body: Mapping[str, Any], policy: Policy) -> Forecast
     if not enabled:
         return seen
     advised = merge(copy.deepcopy(dict(body)), seen.patch)
-    startup = seen.plan.startup_seconds if seen.resized and seen.plan else seen.startup  # of the size as advised
+    job = seen.job  # at the size as advised
+    if seen.resized and seen.plan and job.scale_group:
+        job = job.with_replicas(seen.plan.replicas).with_gpus(seen.plan.gpus_per_worker)
+    startup = float(seen.model.startup_upper([job])[0])
     patch = merge(seen.patch, hooks.patch(advised, enabled, seen.walltime, policy.progress, startup))
     if "kuberay" in enabled:  # shown in the recommendation, with or without a plan
         shown = {

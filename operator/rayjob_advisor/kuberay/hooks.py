@@ -15,10 +15,11 @@ its confidence (raise ``confidence`` for more margin).
 KubeRay's own deadlines, which it enforces on the job:
 
 - ``kuberay``: ``spec.activeDeadlineSeconds`` (KubeRay kills a job that runs longer) from the walltime,
-  and ``spec.preRunningDeadlineSeconds`` (KubeRay fails a job not running by then) from the expected
-  start-up, both with ``DEADLINE_MARGIN`` and ``PROVISIONING_SECONDS`` (``kuberay_deadlines``). A value the
-  user set is never changed, lowered nor raised: where it is below the advisor's, the ``recommendation``
-  says so (``kuberay_advice``).
+  and ``spec.preRunningDeadlineSeconds`` (KubeRay fails a job not running by then) from the start-up's
+  upper quantile (``startup.UPPER_QUANTILE`` of the profile's runs of as many workers), both with
+  ``DEADLINE_MARGIN`` and ``PROVISIONING_SECONDS`` (``kuberay_deadlines``). A value the user set is never
+  changed, lowered nor raised: where it is below the advisor's, the ``recommendation`` says so
+  (``kuberay_advice``).
 
 And the wiring of progress reports, as service meshes inject their sidecars:
 
@@ -95,20 +96,20 @@ def enabled(configured: Iterable[str], namespace_labels: Mapping[str, str]) -> f
     return frozenset(result)
 
 
-def kuberay_deadlines(walltime_seconds: float, startup_seconds: float) -> dict[str, int]:
+def kuberay_deadlines(walltime_seconds: float, startup_upper_seconds: float) -> dict[str, int]:
     """KubeRay's deadline fields for a job expected to take ``walltime_seconds`` (start-up included) and to start
-    in ``startup_seconds`` (module docstring): whole seconds, at least 1, within the CRD's int32."""
+    within ``startup_upper_seconds`` (module docstring): whole seconds, at least 1, within the CRD's int32."""
     active = PROVISIONING_SECONDS + DEADLINE_MARGIN * walltime_seconds
-    pre_running = PROVISIONING_SECONDS + DEADLINE_MARGIN * startup_seconds
+    pre_running = PROVISIONING_SECONDS + DEADLINE_MARGIN * startup_upper_seconds
     return {field: min(INT32_MAX, max(1, math.ceil(seconds))) for field, seconds in
             ((ACTIVE_DEADLINE, active), (PRE_RUNNING_DEADLINE, pre_running))}  # fmt: skip
 
 
-def kuberay_advice(rayjob: Mapping[str, Any], walltime_seconds: float, startup_seconds: float) -> dict[str, Any]:
+def kuberay_advice(rayjob: Mapping[str, Any], walltime_seconds: float, startup_upper_seconds: float) -> dict[str, Any]:
     """What the ``recommendation`` shows of the ``kuberay`` hook: the advisor's deadlines and, where the user set a
     lower one (kept as it is), what that risks."""
     spec = _own_spec(rayjob)
-    wanted = kuberay_deadlines(walltime_seconds, startup_seconds)
+    wanted = kuberay_deadlines(walltime_seconds, startup_upper_seconds)
     lower = [
         f"spec.{field}={spec[field]} is below the advisor's {seconds}: {_RISKS[field]}"
         for field, seconds in wanted.items()
@@ -127,19 +128,20 @@ def patch(
     hooks: frozenset[str],
     walltime_seconds: float,
     progress: Progress | None = None,
-    startup_seconds: float = 0.0,
+    startup_upper_seconds: float = 0.0,
 ) -> MergePatch:
     """The merge patch writing ``hooks`` for a job expected to take ``walltime_seconds`` (empty if none apply).
 
     ``rayjob`` is the job as it will be once the advice is applied (a resize replaces the worker group
     list, which this patch must carry whole as well). ``progress``: where reports go; None: nowhere, and
-    the ``progress`` hook writes nothing. ``startup_seconds``: the job's expected start-up (``kuberay``).
+    the ``progress`` hook writes nothing. ``startup_upper_seconds``: the start-up the job stays under at
+    ``startup.UPPER_QUANTILE`` (``kuberay``).
     """
     seconds = max(1, math.ceil(walltime_seconds))
     result: MergePatch = {}
     if "kuberay" in hooks:
         own = _own_spec(rayjob)
-        wanted = kuberay_deadlines(walltime_seconds, startup_seconds)
+        wanted = kuberay_deadlines(walltime_seconds, startup_upper_seconds)
         unset = {field: value for field, value in wanted.items() if own.get(field) is None}
         if unset:
             result["spec"] = unset

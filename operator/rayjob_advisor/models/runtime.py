@@ -200,3 +200,7 @@ class RuntimeModel:
     def startup(self, runs: Sequence[Runlike]) -> np.ndarray:
         """Expected start-up seconds of each run, from the profile's runs of as many workers (``startup``)."""
         return self.startup_curve_.seconds([run.workers for run in runs])
+
+    def startup_upper(self, runs: Sequence[Runlike]) -> np.ndarray:
+        """The start-up each run stays under at ``startup.UPPER_QUANTILE`` (``startup``)."""
+        return self.startup_curve_.upper([run.workers for run in runs])
