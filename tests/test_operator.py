@@ -29,6 +29,7 @@ from rayjob_advisor import __version__, application
 from rayjob_advisor import contract as ann
 from rayjob_advisor.cli.verbs import main as cli_main
 from rayjob_advisor.kube import kubeapi
+from rayjob_advisor.kube.metrics import MAX_WORKLOAD_LABELS, OTHER, Metrics
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation, write_observations
 from rayjob_advisor.profiles import history
@@ -633,6 +634,17 @@ def _fitted_condition(api: AdvisorEmulator, namespace: str, name: str) -> dict |
         conditions = (api.get("runtimeprofiles", namespace, name).get("status") or {}).get("conditions") or []
         return next((c for c in conditions if c["type"] == "Fitted"), None)
     return None
+
+
+def test_the_workload_labels_are_bounded_however_many_profiles_resolve():
+    """Issue 21 beside 22: a workload's first finished job makes its profile, so any name can resolve; at most
+    ``MAX_WORKLOAD_LABELS`` become labels, the rest count as ``other``."""
+    metrics = Metrics()
+    for n in range(MAX_WORKLOAD_LABELS + 100):
+        metrics.profile_fitted(f"team/w{n}", f"w{n}", "combined", 0.1)
+        metrics.advised(("team", f"job-{n}", f"uid-{n}"), f"w{n}", 10.0, None, False, "controller")
+    labels = {s.labels["workload"] for f in metrics.registry.collect() for s in f.samples if "workload" in s.labels}
+    assert len(labels) == MAX_WORKLOAD_LABELS + 1 and OTHER in labels
 
 
 def test_made_up_workload_names_never_become_metric_series():

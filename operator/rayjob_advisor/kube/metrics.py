@@ -5,7 +5,10 @@ Per-job gauges are labelled ``namespace, name, uid`` (as KubeRay's
 ``job_ttl`` seconds after the job finished, so finished jobs do not pile up
 as series forever. A ``workload`` label is a workload that resolved to a
 profile (one fitted here, or a job predicted from it), else ``other``: a
-tenant's made-up workload names never become series.
+tenant's made-up workload names never become series. Nor do more than
+``MAX_WORKLOAD_LABELS`` of them: a workload's first finished job creates its
+profile (so a made-up name resolves once a job of it finishes), and one
+tenant's hundreds of profiles must not grow everyone's series.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ DEADLINE_OUTCOMES = ("met", "missed", "failed")  # completions.DeadlineOutcome.o
 REWRITE_PATHS = ("controller", "webhook")
 LOOPS = ("refit", "sweep")  # the background loops' names
 OTHER = "other"  # the workload label of a job whose workload resolved to no profile
+MAX_WORKLOAD_LABELS = 256
+"""The workloads that may become labels: the first to resolve, in the process's life; later ones are ``other``. A
+workload costs about 20 series (its error histogram's buckets and the counters); 256 keep the advisor's series in
+the thousands however many profiles the tenants make."""
 JobKey = tuple[str, str, str]
 
 
@@ -179,9 +186,14 @@ class Metrics:
 
         return aiohttp.web.get("/metrics", scrape)
 
+    def _resolved(self, workload: str) -> None:
+        """``workload`` resolved to a profile: a label from now on, while ``MAX_WORKLOAD_LABELS`` allow."""
+        if len(self._workloads) < MAX_WORKLOAD_LABELS:
+            self._workloads.add(workload)
+
     def profile_fitted(self, profile: str, workload: str, model: str, cv_error: float) -> None:
         """One series per profile: the previous model's goes when the selection changes."""
-        self._workloads.add(workload)
+        self._resolved(workload)
         previous = self._models.get(profile)
         if previous is not None and previous != model:
             self.model_cv_error.remove(profile, previous)
@@ -193,7 +205,7 @@ class Metrics:
     ) -> None:
         """One piece of advice given (by ``path``: controller or webhook); a prediction resolved its workload."""
         if p50 is not None and workload is not None:
-            self._workloads.add(workload)
+            self._resolved(workload)
         result = "error" if error else "predicted" if p50 is not None else "unprofiled"
         self.predictions.labels(self._workload(workload), result).inc()
         if p50 is not None:
