@@ -38,6 +38,7 @@ import concurrent.futures
 import dataclasses
 import itertools
 import math
+import types
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -85,26 +86,28 @@ CONFIDENCE = 0.9
 """The bound the ``bounds`` grid scores: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
 
 
+CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
+    "FULL_DISTANCE": (combination, float),
+    "MIN_OWN_WORKER_COUNTS": (transfer, int),
+    "MIN_SLOPE_WORKER_COUNTS": (transfer, int),
+    "MIN_BAND": (calibration, int),
+    "MIN_SCALE_RUNS": (calibration, int),
+    "NOISE_MARGIN": (predictor, float),
+}
+"""The module constants a grid sets by name, and their type."""
+
+
 def apply(setting: Setting) -> None:
-    """Set the constants of one setting (in this process): ``PRIOR``, and ``PRIOR_RUNS`` of the kind ``inside``
-    and of the kinds beyond the profile."""
+    """Set the constants of one setting (in this process): ``PRIOR``, a constant of ``CONSTANTS``, and
+    ``PRIOR_RUNS`` of the kind ``inside`` and of the kinds beyond the profile."""
     for name, value in setting:
         if name == "PRIOR":
             combination.PRIOR = PRIORS[str(value)]
         elif name == "CANDIDATES":
             continue  # read by ``losses``: which candidates a combination may take
-        elif name == "FULL_DISTANCE":
-            combination.FULL_DISTANCE = float(str(value))
-        elif name == "MIN_OWN_WORKER_COUNTS":
-            transfer.MIN_OWN_WORKER_COUNTS = int(str(value))
-        elif name == "MIN_SLOPE_WORKER_COUNTS":
-            transfer.MIN_SLOPE_WORKER_COUNTS = int(str(value))
-        elif name == "MIN_BAND":
-            calibration.MIN_BAND = int(str(value))
-        elif name == "MIN_SCALE_RUNS":
-            calibration.MIN_SCALE_RUNS = int(str(value))
-        elif name == "NOISE_MARGIN":
-            predictor.NOISE_MARGIN = float(str(value))
+        elif name in CONSTANTS:
+            module, kind = CONSTANTS[name]
+            setattr(module, name, kind(str(value)))
         else:
             runs = dict.fromkeys(BEYOND if name == "beyond" else (name,), float(str(value)))
             combination.PRIOR_RUNS = {**combination.PRIOR_RUNS, **runs}
