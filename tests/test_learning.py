@@ -8,6 +8,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Sized
 from unittest import mock
 
 import kubernetes
@@ -50,6 +51,17 @@ def finished_rayjob(deployment="Complete", job_status="SUCCEEDED", failed=None, 
 
 def features_of(rayjob):
     return features_from_rayjob(rayjob, ann.parse_inputs(rayjob["metadata"]["annotations"]))
+
+
+def refit_until(refitter: Refitter, seen: Sized, count: int) -> None:
+    """Run ``refitter`` until ``seen`` (what its publish callback collects) holds ``count`` entries, 60 s at most."""
+    refitter.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        refitter.stop()
 
 
 def test_a_succeeded_job_becomes_an_observation_with_its_error():
@@ -256,14 +268,7 @@ def test_a_fit_that_raises_is_recorded_on_its_profile_and_the_refitter_fits_the_
 
     monkeypatch.setattr(RuntimeModel, "fit", fit)
     published = []
-    refitter = Refitter(store, published.append, interval=0.05)
-    refitter.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(published) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        refitter.stop()
+    refit_until(Refitter(store, published.append, interval=0.05), published, 2)
     assert {p.name for p in published} == {"broken", "good"}
     assert broken.model is None and "FloatingPointError: overflow in the estimator" in broken.last_fit.error
     condition = broken.fitted_condition()
@@ -473,14 +478,7 @@ def test_the_refitter_serves_new_profiles_and_namespaces_in_turn():
         if profile.name == "a1":  # team-b's first profile arrives while team-a's are being fitted
             store.put("team-b", "b1", "b1", runs, [])
 
-    refitter = Refitter(store, fitted, interval=0.05)
-    refitter.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(order) < 4 and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        refitter.stop()
+    refit_until(Refitter(store, fitted, interval=0.05), order, 4)
     assert order == ["a1", "b1", "a2", "a3"]
 
 
@@ -488,14 +486,7 @@ def test_large_profiles_are_fitted_one_at_a_time_beside_the_small_ones():
     store, published = ProfileStore(shipped=False), []
     large = [store.put(ns, "big", "synthetic", synthetic_observations(repeats=9), []) for ns in ("team-a", "team-b")]
     assert all(len(profile.observations) > refitter_module.LARGE_FIT_RUNS for profile in large)
-    refitter = Refitter(store, published.append, interval=0.05)
-    refitter.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(published) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        refitter.stop()
+    refit_until(Refitter(store, published.append, interval=0.05), published, 2)
     first, second = sorted((profile.last_fit for profile in large), key=lambda fit: fit.began)
     assert first.began + first.seconds <= second.began  # never two large fits at once
 
