@@ -390,9 +390,11 @@ def metrics_page() -> str:
     intro = (
         "The controller and the webhook serve these on `/metrics` (port `metrics.port` of the chart, 9090). "
         "Per-job gauges (`namespace`, `name`, `uid`) join KubeRay's own job metrics and expire "
-        "`RAYJOB_ADVISOR_METRICS_JOB_TTL_SECONDS` after the job ends. A `workload` label names a workload that "
-        "resolved to a profile, else it is `other`: made-up workload names never become series, and at most "
-        "256 workloads do (`MAX_WORKLOAD_LABELS`; the first to resolve), however many profiles tenants make. "
+        "`RAYJOB_ADVISOR_METRICS_JOB_TTL_SECONDS` after the job ends. Per-workload series are labelled with the "
+        "jobs' `namespace` (one tenant's jobs never move another's alerts; the chart's ServiceMonitor keeps the "
+        "label: `honorLabels`) and a `workload` that resolved to a profile there, else `other`: made-up workload "
+        "names never become series, and at most 256 workloads of a namespace do (`MAX_WORKLOAD_LABELS`; the first "
+        "to resolve), however many profiles tenants make. "
         "The chart's dashboard and alerts are built "
         "on them ([Dashboard and alerts](../tutorials/dashboard-and-alerts.md))."
     )

@@ -194,7 +194,7 @@ def test_an_overrunning_job_is_warned_and_counted_once_even_across_restarts(api)
         assert len(warnings(api, "slow", "RuntimeOverrun")) == 1
         assert notes(api, "slow")[ann.ALERTS] == "RuntimeOverrun"
         counted = advisor.memo.metrics.registry.get_sample_value(
-            "rayjob_advisor_upper_bound_exceeded_total", {"workload": WORKLOAD}
+            "rayjob_advisor_upper_bound_exceeded_total", {"namespace": "default", "workload": WORKLOAD}
         )
         assert counted == 1
         assert not warnings(api, "slow", "DeadlineAtRisk")  # its upper bound ends long before its 2 h deadline
@@ -202,7 +202,7 @@ def test_an_overrunning_job_is_warned_and_counted_once_even_across_restarts(api)
         time.sleep(0.5)
         assert len(warnings(api, "slow", "RuntimeOverrun")) == 1
         assert not restarted.memo.metrics.registry.get_sample_value(
-            "rayjob_advisor_upper_bound_exceeded_total", {"workload": WORKLOAD}
+            "rayjob_advisor_upper_bound_exceeded_total", {"namespace": "default", "workload": WORKLOAD}
         )
 
 

@@ -511,13 +511,16 @@ def test_metrics_follow_a_job_from_prediction_to_outcome(api):
             lambda: ("rayjob_advisor_predicted_runtime_seconds", deleted) not in scrape(port) or None, 30
         )
     assert before[("rayjob_advisor_predicted_runtime_seconds", job)] == pytest.approx(predicted, abs=0.05)
-    assert before[("rayjob_advisor_predictions_total", (("result", "predicted"), ("workload", WORKLOAD)))] == 1
-    assert before[("rayjob_advisor_predictions_total", (("result", "error"), ("workload", WORKLOAD)))] == 1
+    predicted_total, error_total = (
+        ("rayjob_advisor_predictions_total", (("namespace", "default"), ("result", result), ("workload", WORKLOAD)))
+        for result in ("predicted", "error")
+    )
+    assert before[predicted_total] == 1 and before[error_total] == 1
     model = [key for key in before if key[0] == "rayjob_advisor_model_cv_error_ratio"]
     assert [dict(labels)["profile"] for _, labels in model] == [f"default/{WORKLOAD}"]
     assert ("rayjob_advisor_build_info", (("python", platform.python_version()), ("version", __version__))) in before
     assert after[("rayjob_advisor_actual_runtime_seconds", job)] == 600.0
-    error = (("workload", WORKLOAD),)
+    error = (("namespace", "default"), ("workload", WORKLOAD))
     assert after[("rayjob_advisor_prediction_error_ratio_count", error)] == 1
     assert after[("rayjob_advisor_prediction_error_ratio_sum", error)] == pytest.approx(
         abs(predicted - 600) / 600, abs=1e-3
@@ -641,10 +644,28 @@ def test_the_workload_labels_are_bounded_however_many_profiles_resolve():
     ``MAX_WORKLOAD_LABELS`` become labels, the rest count as ``other``."""
     metrics = Metrics()
     for n in range(MAX_WORKLOAD_LABELS + 100):
-        metrics.profile_fitted(f"team/w{n}", f"w{n}", "combined", 0.1)
+        metrics.profile_fitted(f"team/w{n}", "team", f"w{n}", "combined", 0.1)
         metrics.advised(("team", f"job-{n}", f"uid-{n}"), f"w{n}", 10.0, None, False, "controller")
     labels = {s.labels["workload"] for f in metrics.registry.collect() for s in f.samples if "workload" in s.labels}
     assert len(labels) == MAX_WORKLOAD_LABELS + 1 and OTHER in labels
+
+
+def test_a_workload_is_counted_per_namespace_and_resolves_only_where_it_has_a_profile():
+    """Issue 21: one tenant's jobs must not move another's accuracy alerts, so each series is its jobs' namespace's;
+    a workload resolved in team-a is ``other`` in team-b until it resolves there."""
+    metrics = Metrics()
+    metrics.profile_fitted("team-a/resnet", "team-a", "resnet", "combined", 0.1)
+    for namespace in ("team-a", "team-b"):
+        metrics.overran(namespace, "resnet")
+    metrics.advised(("team-b", "job", "uid"), "resnet", 10.0, None, False, "controller")  # predicted: resolves
+    metrics.overran("team-b", "resnet")
+    counted = {
+        (s.labels["namespace"], s.labels["workload"]): s.value
+        for f in metrics.registry.collect()
+        for s in f.samples
+        if s.name == "rayjob_advisor_upper_bound_exceeded_total"
+    }
+    assert counted == {("team-a", "resnet"): 1, ("team-b", OTHER): 1, ("team-b", "resnet"): 1}
 
 
 def test_made_up_workload_names_never_become_metric_series():
@@ -668,5 +689,8 @@ def test_made_up_workload_names_never_become_metric_series():
         }
     workloads = {dict(labels)["workload"] for _, labels in series}
     assert workloads <= {WORKLOAD, "other"}, sorted(workloads)[:5]
-    assert ("rayjob_advisor_predictions", (("result", "unprofiled"), ("workload", "other"))) in series
+    assert (
+        "rayjob_advisor_predictions",
+        (("namespace", "default"), ("result", "unprofiled"), ("workload", "other")),
+    ) in series
     assert len(series) <= 4, series

@@ -3,12 +3,15 @@
 Per-job gauges are labelled ``namespace, name, uid`` (as KubeRay's
 ``kuberay_job_execution_duration_seconds`` is, so the two join) and expire
 ``job_ttl`` seconds after the job finished, so finished jobs do not pile up
-as series forever. A ``workload`` label is a workload that resolved to a
-profile (one fitted here, or a job predicted from it), else ``other``: a
-tenant's made-up workload names never become series. Nor do more than
-``MAX_WORKLOAD_LABELS`` of them: a workload's first finished job creates its
-profile (so a made-up name resolves once a job of it finishes), and one
-tenant's hundreds of profiles must not grow everyone's series.
+as series forever. Per-workload series are labelled ``namespace, workload``:
+the job's namespace, so that one tenant's jobs never move another's accuracy
+alerts, and a workload that resolved to a profile in it (one fitted there, or
+a job there predicted from it), else ``other``: a tenant's made-up workload
+names never become series. Nor do more than ``MAX_WORKLOAD_LABELS`` of them:
+a workload's first finished job creates its profile (so a made-up name
+resolves once a job of it finishes), and one tenant's hundreds of profiles
+must not grow everyone's series. Namespaces are the cluster's, which tenants
+do not make.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ JOB_LABELS = ("namespace", "name", "uid")
 DEADLINE_OUTCOMES = ("met", "missed", "failed")  # completions.DeadlineOutcome.outcome
 REWRITE_PATHS = ("controller", "webhook")
 LOOPS = ("refit", "sweep")  # the background loops' names
+WORKLOAD_LABELS = ("namespace", "workload")
 OTHER = "other"  # the workload label of a job whose workload resolved to no profile
 MAX_WORKLOAD_LABELS = 256
-"""The workloads that may become labels: the first to resolve, in the process's life; later ones are ``other``. A
-workload costs about 20 series (its error histogram's buckets and the counters); 256 keep the advisor's series in
-the thousands however many profiles the tenants make."""
+"""The workloads (of a namespace) that may become labels: the first to resolve, in the process's life; later ones
+are ``other``. A workload costs about 20 series (its error histogram's buckets and the counters); 256 keep the
+advisor's series in the thousands however many profiles the tenants make."""
 JobKey = tuple[str, str, str]
 
 
@@ -121,20 +125,20 @@ class Metrics:
             f"{PREFIX}predictions",
             "RayJobs predicted (result=predicted), not (error), or waiting for their workload's first profile "
             "(unprofiled)",
-            ["workload", "result"],
+            [*WORKLOAD_LABELS, "result"],
             registry=r,
         )
         self.prediction_error = Histogram(
-            f"{PREFIX}prediction_error_ratio", "|predicted - actual| / actual of finished jobs", ["workload"],
+            f"{PREFIX}prediction_error_ratio", "|predicted - actual| / actual of finished jobs", WORKLOAD_LABELS,
             buckets=ERROR_BUCKETS, registry=r,
         )  # fmt: skip
         self.underestimates = Counter(
-            f"{PREFIX}underestimates", "finished jobs that ran longer than predicted", ["workload"], registry=r
+            f"{PREFIX}underestimates", "finished jobs that ran longer than predicted", WORKLOAD_LABELS, registry=r
         )
         self.upper_bound_exceeded = Counter(
             f"{PREFIX}upper_bound_exceeded",
             "running jobs that ran longer than the prediction's upper bound (its coverage misses)",
-            ["workload"],
+            WORKLOAD_LABELS,
             registry=r,
         )
         self.rewrites = Counter(f"{PREFIX}rewrites", "RayJobs resized in enforce mode", ["path"], registry=r)
@@ -169,11 +173,11 @@ class Metrics:
         self.loop_failures = LoopFailures()
         r.register(self.loop_failures)
         self._models: dict[str, str] = {}
-        self._workloads: set[str] = set()  # resolved to a profile: the only workload names that become labels
+        self._workloads: set[tuple[str, str]] = set()  # (namespace, workload) resolved to a profile: labels
 
-    def _workload(self, workload: str | None) -> str:
-        """``workload`` as a label: itself once it has resolved to a profile, else ``other``."""
-        return workload if workload is not None and workload in self._workloads else OTHER
+    def _labels(self, namespace: str, workload: str | None) -> tuple[str, str]:
+        """A job's ``namespace, workload`` labels: its workload once it resolved to a profile there, else ``other``."""
+        return namespace, workload if workload is not None and (namespace, workload) in self._workloads else OTHER
 
     def route(self) -> aiohttp.web.RouteDef:
         """``GET /metrics``, for ``serving``'s hardened server (prometheus_client's own held a thread per connection,
@@ -186,14 +190,17 @@ class Metrics:
 
         return aiohttp.web.get("/metrics", scrape)
 
-    def _resolved(self, workload: str) -> None:
-        """``workload`` resolved to a profile: a label from now on, while ``MAX_WORKLOAD_LABELS`` allow."""
+    def _resolved(self, namespace: str, workload: str) -> None:
+        """``workload`` resolved to a profile in ``namespace``: a label from now on, while ``MAX_WORKLOAD_LABELS``
+        allow."""
         if len(self._workloads) < MAX_WORKLOAD_LABELS:
-            self._workloads.add(workload)
+            self._workloads.add((namespace, workload))
 
-    def profile_fitted(self, profile: str, workload: str, model: str, cv_error: float) -> None:
-        """One series per profile: the previous model's goes when the selection changes."""
-        self._resolved(workload)
+    def profile_fitted(self, profile: str, namespace: str | None, workload: str, model: str, cv_error: float) -> None:
+        """One series per profile: the previous model's goes when the selection changes. A profile of a namespace
+        resolves its workload there (one outside any, such as the shipped one, does where a job is predicted)."""
+        if namespace is not None:
+            self._resolved(namespace, workload)
         previous = self._models.get(profile)
         if previous is not None and previous != model:
             self.model_cv_error.remove(profile, previous)
@@ -205,9 +212,9 @@ class Metrics:
     ) -> None:
         """One piece of advice given (by ``path``: controller or webhook); a prediction resolved its workload."""
         if p50 is not None and workload is not None:
-            self._resolved(workload)
+            self._resolved(job[0], workload)
         result = "error" if error else "predicted" if p50 is not None else "unprofiled"
-        self.predictions.labels(self._workload(workload), result).inc()
+        self.predictions.labels(*self._labels(job[0], workload), result).inc()
         if p50 is not None:
             self.jobs.set(job, predicted=p50)
         if resized:
@@ -217,9 +224,9 @@ class Metrics:
         """A running job's current ETA (at start, then after each progress report)."""
         self.jobs.set(job, eta=eta.median.timestamp(), eta_upper=eta.upper.timestamp())
 
-    def overran(self, workload: str | None) -> None:
+    def overran(self, namespace: str, workload: str | None) -> None:
         """A running job passed its prediction's upper bound (counted once per job)."""
-        self.upper_bound_exceeded.labels(self._workload(workload)).inc()
+        self.upper_bound_exceeded.labels(*self._labels(namespace, workload)).inc()
 
     def learned(self, job: JobKey, completion: Completion | None, deadline: DeadlineOutcome | None) -> None:
         """A finished job: its actual runtime, our error, its deadline outcome, or why it was not learned."""
@@ -232,8 +239,8 @@ class Metrics:
         if observation is None:
             self.unlearned.labels(completion.outcome).inc()
             return
-        workload = self._workload(observation.workload)
+        labels = self._labels(job[0], observation.workload)
         if completion.relative_error is not None and completion.predicted_seconds is not None:
-            self.prediction_error.labels(workload).observe(completion.relative_error)
+            self.prediction_error.labels(*labels).observe(completion.relative_error)
             if completion.predicted_seconds < observation.execution_seconds:
-                self.underestimates.labels(workload).inc()
+                self.underestimates.labels(*labels).inc()

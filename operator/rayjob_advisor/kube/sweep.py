@@ -69,7 +69,7 @@ class Sweeper(BackgroundLoop):
         for alert in due:
             self._posted.add((uid, alert.reason))
             if alert.reason == reasons.RUNTIME_OVERRUN:
-                self.metrics.overran(_workload(body))
+                self.metrics.overran(namespace, _workload(body))
             kubeapi.post_rayjob_event(self.api, body, alert.reason, alert.text)
 
 

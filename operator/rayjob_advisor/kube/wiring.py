@@ -328,7 +328,9 @@ async def _stop(memo: Memo, **_: Any) -> None:
 def _publish_fit(memo: Memo, profile: Profile) -> None:
     """Export a new fit's error; the controller also shows it in the RuntimeProfile's ``status.model``."""
     if profile.model is not None:
-        memo.metrics.profile_fitted(profile.label, profile.workload, profile.model.selected_, profile.model.cv_mape_)
+        memo.metrics.profile_fitted(
+            profile.label, profile.namespace, profile.workload, profile.model.selected_, profile.model.cv_mape_
+        )
     if memo.config.role == "controller" and profile.namespace is not None and memo.api is not None:
         if leads(memo):
             kubeapi.publish_fit(memo.api, profile)
