@@ -390,6 +390,8 @@ def test_metrics_are_on_services_of_their_own_which_the_service_monitor_selects(
         selector = monitor["spec"]["selector"]["matchLabels"]
         selected = {n for n, s in services.items() if selector.items() <= s["metadata"]["labels"].items()}
         assert selected == metrics
+        # the series' own namespace (the jobs') is what the alerts group by, not renamed exported_namespace
+        assert all(endpoint["honorLabels"] for endpoint in monitor["spec"]["endpoints"])
 
 
 def test_the_webhook_port_is_a_value_the_service_follows():
