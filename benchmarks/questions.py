@@ -6,6 +6,8 @@ Each cut trains on the runs a profile would have and tests on runs beyond them, 
   skipped: the question inside the profile);
 - ``workers-x4``: trained on worker counts up to a quarter of the most, tested on those from three quarters of it
   (needs two distinct counts to train on);
+- ``workers-x4-few``: ``workers-x4`` from a dozen of its training runs (``FEW_RUNS``, drawn with seed 0): the
+  small profile of a team that measured a few configurations, where cross-validation cannot see extrapolation;
 - ``workers-next``: trained on every worker count but the largest, tested on it (1-3 workers -> 4);
 - ``nodes``: trained on runs over at most half the most nodes (one node count will do), tested on the runs over
   more;
@@ -29,6 +31,8 @@ import numpy as np
 from benchmarks import sia
 from rayjob_advisor.observations import Observation
 
+FEW_RUNS = 12
+"""The training runs of a ``workers-x4-few`` cut: "a dozen", issue 18's small profile (8-12 runs)."""
 TRANSFER_RUNS = 6
 """The new accelerator's runs in a ``transfer`` cut, drawn (seed 0) at its one or two smallest GPU counts."""
 
@@ -72,6 +76,17 @@ def workers_x4(runs: Sequence[Observation]) -> Cut | str:
     return _cut(runs, lambda r: r.workers, lambda w: w <= most / 4, lambda w: w >= 0.75 * most)
 
 
+def workers_x4_few(runs: Sequence[Observation]) -> Cut | str:
+    cut = workers_x4(runs)
+    if isinstance(cut, str) or len(cut.train) <= FEW_RUNS:
+        return cut
+    drawn = np.random.default_rng(0).choice(len(cut.train), FEW_RUNS, replace=False)
+    train = [cut.train[i] for i in sorted(drawn)]
+    if len({run.workers for run in train}) < 2:
+        return "fewer than 2 distinct values drawn to train on"
+    return Cut(train, cut.test)
+
+
 def workers_next(runs: Sequence[Observation]) -> Cut | str:
     most = max(run.workers for run in runs)
     return _cut(runs, lambda r: r.workers, lambda w: w < most, lambda w: w == most)
@@ -103,6 +118,7 @@ def batch_x2_4(runs: Sequence[Observation]) -> Cut | str:
 QUESTIONS: dict[str, Callable[[Sequence[Observation]], Cut | str]] = {
     "workers-between": workers_between,
     "workers-x4": workers_x4,
+    "workers-x4-few": workers_x4_few,
     "workers-next": workers_next,
     "nodes": nodes,
     "size-x4": size_x4,
