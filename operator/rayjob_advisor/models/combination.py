@@ -55,8 +55,9 @@ among the priors ``sync-sgd`` and ``sync-sgd`` + ``dataparallel`` halved, and 0,
 x 30, 100 or infinitely many beyond it: ``sync-sgd``, 100 beyond for all 17 left-out datasets, none inside for 16
 (the other: 10), 11.1 % mean left-out MAPE, against 11.2 % with 100 inside, 11.7 % for the prior alone beyond and
 11.8 % for the halved prior. Re-run with the small-profile question (``workers-x4-few``): the same choice for the
-same datasets, 11.3 % (11.4 % with 100 inside, 11.8 % the prior alone, 12.3 % halved). Inside the profile the folds ask the question itself; beyond it, stacking on
-extrapolation folds alone is worse than the step's structure, as their distance is not the question's."""
+same datasets, 11.3 % (11.4 % with 100 inside, 11.8 % the prior alone, 12.3 % halved). Inside the profile the
+folds ask the question itself; beyond it, stacking on extrapolation folds alone is worse than the step's structure,
+as their distance is not the question's."""
 FULL_DISTANCE = math.log(1.5)
 """How far beyond the profile (``design.Reach.distance``: 1.5x the most profiled workers is log 1.5) a question is
 its kind's alone; nearer, the kind ``inside`` answers the rest (``memberships``). Chosen leave-one-dataset-out
