@@ -57,9 +57,13 @@ class BackgroundLoop(abc.ABC):
         """Record progress: a step that does many slow units of work calls this after each one."""
         self.heartbeat = time.monotonic()
 
-    def failed(self, what: str) -> None:
-        """Record (and log, with its traceback) the failure of one unit of work, from its ``except`` block."""
-        logger.exception("the %s loop could not handle %s; it goes on with the others", self.name, what)
+    def failed(self, what: str, brief: str | None = None) -> None:
+        """Record (and log, with its traceback) the failure of one unit of work, from its ``except`` block; a failure
+        that is no bug of ours (an API error, said in ``brief``) is one log line."""
+        if brief is None:
+            logger.exception("the %s loop could not handle %s; it goes on with the others", self.name, what)
+        else:
+            logger.warning("the %s loop could not handle %s: %s; it tries again", self.name, what, brief)
         self.failures += 1
         self._last_failure = what
         if self._failing_since is None:
