@@ -145,6 +145,27 @@ def test_the_controller_fills_the_secret_and_the_ca_bundle_and_the_webhook_serve
         assert set(ca_bundles(api)) == set(bundles)
 
 
+def test_a_refused_secret_is_one_log_line_and_the_next_check_fills_it(monkeypatch, caplog):
+    """An RBAC rule missing (403) or a conflict with another writer (409): a warning without a traceback, and the
+    loop goes on (no crash loop); once the API server lets it, the Secret is filled."""
+    monkeypatch.setattr(certificates, "CHECK_SECONDS", 0.2)
+    with AdvisorEmulator() as api:
+        api.create_namespace("ops")
+        for obj in chart_objects():
+            api.create(obj)
+        api.inject_fault("get", "secrets", name=SECRET, status=403, times=2, message="secrets is forbidden")
+        api.inject_fault("patch", "secrets", name=SECRET, status=409, message="the object has been modified")
+        with running_advisor(api=api, **KEPT) as advisor:
+            api.wait_until(lambda: secret_data(api).get("tls.crt"), 10)
+            assert advisor.memo.keeper.problem() is None
+    refused = [r for r in caplog.records if f"could not handle Secret ops/{SECRET}" in r.getMessage()]
+    assert {r.getMessage().split(": ")[-1].split(";")[0] for r in refused} == {
+        "HTTP 403 Forbidden",
+        "HTTP 409 Conflict",
+    }
+    assert not any(r.exc_info for r in refused)
+
+
 def test_the_ca_is_published_where_the_progress_hook_wires_jobs_and_follows_a_new_ca(monkeypatch):
     """The ConfigMap the hook mounts appears in the namespace of a job the progress hook wires (and nowhere else),
     and holds the new CA once the CA changes."""

@@ -107,10 +107,10 @@ def rayjob_seen(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Me
 def _publish_ca_for(body: kopf.Body, memo: wiring.Memo) -> None:
     """A job the progress hook wires needs the CA's ConfigMap in its namespace: the keeper publishes it now."""
     namespace = RayJob(body).namespace
-    if memo.keeper is None or namespace in memo.progress_namespaces or not wiring.in_scope(body, memo):
+    if memo.keeper is None or not memo.config.tls_ca_configmap or namespace in memo.progress_namespaces:
         return
     policy = memo.policy(namespace)
-    if "progress" in hooks.enabled(policy.hooks, policy.namespace_labels):
+    if wiring.in_scope(body, memo) and "progress" in hooks.enabled(policy.hooks, policy.namespace_labels):
         memo.progress_namespaces.add(namespace)
         memo.keeper.wake()
 

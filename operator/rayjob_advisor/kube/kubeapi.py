@@ -430,16 +430,16 @@ MERGE_PATCH = "application/merge-patch+json"  # the core API's default for a dic
 CA_LABELS = {"app.kubernetes.io/managed-by": COMPONENT}
 
 
-def _raw(call: Callable[..., Any], *args: Any) -> dict[str, Any]:
-    """An object as the API server sends it: JSON, not the client's model (which refuses objects it finds
+def _raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The object the API server answers, as JSON: not the client's model (which refuses objects it finds
     incomplete, and decodes nothing we need)."""
-    answer = retried(call, *args, _preload_content=False)
+    answer = retried(call, *args, **kwargs, _preload_content=False)
     return _object(json.loads(cast(urllib3.BaseHTTPResponse, answer).data))
 
 
 def _merge_patch(call: Callable[..., Any], *args: Any) -> None:
     """A merge patch (its body carries the resourceVersion read: a 409 when the object changed meanwhile)."""
-    retried(call, *args, _content_type=MERGE_PATCH, _preload_content=False)
+    _raw(call, *args, _content_type=MERGE_PATCH)
 
 
 def read_secret(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> tuple[dict[str, bytes], str]:
@@ -485,7 +485,7 @@ def publish_ca(api: kubernetes.client.CustomObjectsApi, namespace: str, name: st
             raise
         manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": CA_LABELS},
                     "data": data}  # fmt: skip
-        retried(core.create_namespaced_config_map, namespace, manifest, _preload_content=False)
+        _raw(core.create_namespaced_config_map, namespace, manifest)
         logger.info("published the CA in ConfigMap %s/%s", namespace, name)
         return
     if (current.get("data") or {}).get("ca.crt") == data["ca.crt"]:

@@ -343,6 +343,7 @@ def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo,
     """Namespace labels may opt every RayJob in them in (and set their mode), and turn hooks on or off."""
     if type == "DELETED":
         memo.namespace_labels.pop(name, None)
+        memo.progress_namespaces.discard(name)  # no CA to publish there any more
     else:
         memo.namespace_labels[name] = dict(labels)
 
