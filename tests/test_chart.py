@@ -634,6 +634,10 @@ def test_the_gitops_modes_render_identically_twice_and_the_generated_mode_does_n
         assert render(values) == render(values)
     assert render({"certManager": {"enabled": True}}) == render({"certificates": {"mode": "cert-manager"}})
     assert by_kind(render({}), "Secret") != by_kind(render({}), "Secret")
+    # `helm upgrade --reuse-values` from a release made before the value renders without it: the default mode.
+    assert [s["metadata"]["name"] for s in by_kind(render({"certificates": None}), "Secret")] == [
+        "advisor-rayjob-advisor-webhook-tls"
+    ]
     with pytest.raises(helm.HelmRenderError, match=r"certManager\.enabled \(deprecated\)"):
         render({"certManager": {"enabled": True}, "certificates": {"mode": "operator"}})
 

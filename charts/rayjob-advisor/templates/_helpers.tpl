@@ -44,9 +44,10 @@ securityContext:
   capabilities: {drop: [ALL]}
 {{- end -}}
 
-{{/* Where the certificate comes from: certificates.mode, or cert-manager with the deprecated certManager.enabled. */}}
+{{/* Where the certificate comes from: certificates.mode, or cert-manager with the deprecated certManager.enabled.
+     (dig: `helm upgrade --reuse-values` from a release without the value renders with that release's values.) */}}
 {{- define "rayjob-advisor.certificatesMode" -}}
-{{- $mode := .Values.certificates.mode -}}
+{{- $mode := dig "mode" "helm" (.Values.certificates | default dict) -}}
 {{- if .Values.certManager.enabled -}}
 {{- if eq $mode "operator" -}}
 {{- fail "certManager.enabled (deprecated) is certificates.mode cert-manager: set certificates.mode only" -}}
