@@ -4,7 +4,8 @@
 # `helm test` (a server-side dry-run through the webhook), apply an annotated example RayJob, show its prediction.
 #   hack/e2e-kind.sh            (needs: docker, kind, kubectl, helm)
 # Environment: CLUSTER (rayjob-advisor), KUBERAY_VERSION (the kuberay-operator chart version; default: the latest),
-# PYTHON_IMAGE (the base image by digest, while the Dockerfile's is a placeholder: docs/releasing.md).
+# PYTHON_IMAGE (the base image by digest, while the Dockerfile's is a placeholder: docs/releasing.md),
+# CERTIFICATES_MODE (the chart's certificates.mode: helm, the default, or operator; cert-manager needs cert-manager).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster=${CLUSTER:-rayjob-advisor}
@@ -31,7 +32,8 @@ helm repo add kuberay https://ray-project.github.io/kuberay-helm/ >/dev/null
 helm repo update kuberay >/dev/null
 helm upgrade --install kuberay-operator kuberay/kuberay-operator "${kuberay_version[@]}" --wait
 helm upgrade --install advisor charts/rayjob-advisor --namespace rayjob-advisor --create-namespace \
-  --set image.repository=rayjob-advisor --set image.tag=e2e --set image.pullPolicy=Never --wait
+  --set image.repository=rayjob-advisor --set image.tag=e2e --set image.pullPolicy=Never \
+  --set certificates.mode="${CERTIFICATES_MODE:-helm}" --wait
 
 kubectl label namespace default rayjob-advisor.io/webhook=enabled --overwrite
 helm test advisor --namespace rayjob-advisor --logs   # a dry-run RayJob through the webhook gets its prediction

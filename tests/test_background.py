@@ -138,3 +138,25 @@ def test_one_failing_unit_is_counted_and_the_others_go_on_but_a_loop_that_only_f
     finally:
         for loop in (some, only):
             loop.stop()
+
+
+class Refused(Units):
+    """Every unit refused by the API server (RBAC, say): a failure that is no bug of the loop's."""
+
+    def step(self) -> None:
+        for unit in self.units:
+            self.failed(unit, brief="HTTP 403 Forbidden")
+
+
+def test_a_loop_the_api_server_refuses_logs_one_line_a_failure_and_is_no_problem(caplog):
+    """A restart would not mend a refusal (the certificate keeper's missing RBAC rule): /healthz stays green."""
+    loop = Refused(["secret"], lambda unit: True, stuck_after=0.2)
+    loop.start()
+    try:
+        wait_for(lambda: loop.failures >= 3)
+        time.sleep(0.3)
+        assert loop.problem() is None
+    finally:
+        loop.stop()
+    refused = [r for r in caplog.records if "could not handle secret: HTTP 403 Forbidden" in r.getMessage()]
+    assert refused and not any(r.exc_info for r in refused)

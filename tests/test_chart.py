@@ -38,6 +38,7 @@ VALUE_SETS = {
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
     "network policy off": {"networkPolicy": {"enabled": False}},
     "progress and hooks": {"progress": {"enabled": True}, "hooks": ["kueue", "karpenter", "progress"]},
+    "operator certificates": {"certificates": {"mode": "operator"}, "progress": {"enabled": True}},
 }
 
 NAMESPACED = [
@@ -170,6 +171,9 @@ def test_controller_and_webhook_shapes(rendered):
         )
         assert {o["kind"] for o in objects} >= {"Issuer", "Certificate", "ServiceMonitor"}
         assert not list(by_kind(objects, "Secret"))
+    elif name == "operator certificates":  # the controller fills both: no key material in the manifests
+        (secret,) = by_kind(objects, "Secret")
+        assert "data" not in secret and all("caBundle" not in h["clientConfig"] for h in configuration["webhooks"])
     else:
         (secret,) = by_kind(objects, "Secret")
         assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
@@ -274,19 +278,28 @@ def test_the_webhook_and_the_progress_endpoint_get_their_connection_limits():
 
 TOKENREVIEWS = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
 PODS = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]  # whether a reporter's pod is the job's
+CONFIGMAPS = [  # the CA's ConfigMap in the namespaces of jobs the progress hook wires: create, then its name only
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": ["advisor-rayjob-advisor-ca"],
+        "verbs": ["get", "patch"],
+    },
+]
 
 
 def test_the_progress_endpoint_is_opt_in_with_tokenreviews_a_service_and_the_webhooks_certificate():
     assert TOKENREVIEWS[0] not in rules(render({}), "ClusterRole", "advisor-rayjob-advisor-controller")[0]
     objects = render(VALUE_SETS["progress and hooks"])
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-controller") == [
-        NAMESPACED + PODS + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS
+        NAMESPACED + PODS + CONFIGMAPS + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS
     ]
     assert rules(objects, "ClusterRole", "advisor-rayjob-advisor-webhook") == [WEBHOOK + CLUSTER]  # not the webhook
     namespaced = render({"namespaces": ["ml-team"], "progress": {"enabled": True}})
     assert rules(namespaced, "ClusterRole", "advisor-rayjob-advisor-controller") == [CLUSTER + TOKENREVIEWS]
     (role,) = rules(namespaced, "Role", "advisor-rayjob-advisor-controller")
-    assert role == NAMESPACED + PODS + peering("kopfpeerings")
+    assert role == NAMESPACED + PODS + CONFIGMAPS + peering("kopfpeerings")
     env = env_of(objects, "advisor-rayjob-advisor-controller")
     assert env["RAYJOB_ADVISOR_PROGRESS_PORT"] == "8444" and env["RAYJOB_ADVISOR_PROGRESS_AUDIENCE"] == "rayjob-advisor"
     assert env["RAYJOB_ADVISOR_TLS_CERT_FILE"] == "/tls/tls.crt" and env["RAYJOB_ADVISOR_SWEEP_INTERVAL_SECONDS"]
@@ -318,6 +331,7 @@ def test_the_progress_hook_points_jobs_at_the_progress_service_with_the_ca_of_it
     for role, flags in (("controller", {}), ("webhook", tls)):
         config = load_config(flags, env_of(objects, f"advisor-rayjob-advisor-{role}"))
         assert config.hooks == ("kueue", "karpenter", "progress") and config.tls_ca_file == "/tls/ca.crt"
+        assert config.tls_ca_configmap == "advisor-rayjob-advisor-ca"  # published by the controller, mounted by jobs
         url = urllib.parse.urlsplit(config.progress_url)
         assert (url.scheme, url.path, url.port or 443) == ("https", "/progress", port["port"])
         names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -355,7 +369,7 @@ def test_the_network_policy_is_on_by_default_and_covers_every_port(rendered):
     ]
     expected = {"health": None, "metrics": monitoring}
     expected |= {} if name == "webhook off" else {"https": None}
-    expected |= {"progress": ray_pods} if name == "progress and hooks" else {}
+    expected |= {"progress": ray_pods} if name in ("progress and hooks", "operator certificates") else {}
     assert ports == expected
     # Every port of the pods it selects is named in it.
     named = {
@@ -613,12 +627,67 @@ def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own():
     assert annotation == "ops/advisor-rayjob-advisor-webhook"  # the leaf's Secret's ca.crt: the CA
 
 
-def test_the_gitops_mode_renders_identically_twice_and_the_generated_mode_does_not():
-    """cert-manager mode, which docs/guides/install.md recommends for `helm template` and Argo CD, makes no key
-    material at render time; the chart's own CA (Helm `lookup`, empty under `helm template`) is new per render."""
-    managed = {"certManager": {"enabled": True}, "progress": {"enabled": True}}
-    assert render(managed) == render(managed)
+def test_the_gitops_modes_render_identically_twice_and_the_generated_mode_does_not():
+    """Operator mode, which docs/guides/install.md recommends for `helm template` and Argo CD, and cert-manager mode
+    make no key material at render time; the chart's own CA (Helm `lookup`, empty under `helm template`) is new per
+    render."""
+    for mode in ("operator", "cert-manager"):
+        values = {"certificates": {"mode": mode}, "progress": {"enabled": True}}
+        assert render(values) == render(values)
+    assert render({"certManager": {"enabled": True}}) == render({"certificates": {"mode": "cert-manager"}})
     assert by_kind(render({}), "Secret") != by_kind(render({}), "Secret")
+    # `helm upgrade --reuse-values` from a release made before the value renders without it: the default mode.
+    assert [s["metadata"]["name"] for s in by_kind(render({"certificates": None}), "Secret")] == [
+        "advisor-rayjob-advisor-webhook-tls"
+    ]
+    with pytest.raises(helm.HelmRenderError, match=r"certManager\.enabled \(deprecated\)"):
+        render({"certManager": {"enabled": True}, "certificates": {"mode": "operator"}})
+
+
+def test_operator_mode_tells_the_controller_what_to_keep_and_grants_that_only():
+    """The controller's leader fills the one Secret the chart renders (get, patch: never create) and the caBundle of
+    the chart's one webhook configuration; the pods mount the Secret optionally, without the CA's key."""
+    objects = installed(render(VALUE_SETS["operator certificates"]))
+    (secret,) = by_kind(objects, "Secret")
+    name = secret["metadata"]["name"]
+    env = env_of(objects, "advisor-rayjob-advisor-controller")
+    config = load_config({}, env)
+    assert config.tls_secret == f"ops/{name}" and config.webhook_configuration == "advisor-rayjob-advisor"
+    assert "advisor-rayjob-advisor-webhook.ops.svc" in config.tls_server_names
+    assert "advisor-rayjob-advisor-progress.ops.svc" in config.tls_server_names
+    (role,) = rules(objects, "Role", "advisor-rayjob-advisor-controller-certificates")
+    assert role == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get", "patch"]}]
+    (binding,) = [
+        b
+        for b in by_kind(objects, "RoleBinding")
+        if b["metadata"]["name"] == "advisor-rayjob-advisor-controller-certificates"
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "advisor-rayjob-advisor-controller", "namespace": "ops"}
+    ]
+    configuration = {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["mutatingwebhookconfigurations"],
+        "resourceNames": ["advisor-rayjob-advisor"],
+        "verbs": ["get", "patch"],
+    }
+    (cluster_role,) = rules(objects, "ClusterRole", "advisor-rayjob-advisor-controller")
+    assert cluster_role == NAMESPACED + PODS + CONFIGMAPS + CLUSTER + peering("clusterkopfpeerings") + TOKENREVIEWS + [
+        configuration
+    ]
+    namespaced = installed(render({**VALUE_SETS["operator certificates"], "namespaces": ["ml-team"]}))
+    assert rules(namespaced, "ClusterRole", "advisor-rayjob-advisor-controller") == [
+        CLUSTER + TOKENREVIEWS + [configuration]
+    ]
+    for deployment in by_kind(objects, "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "tls"]
+        assert volume["secret"]["optional"] is True and volume["secret"]["secretName"] == name
+        assert [item["key"] for item in volume["secret"]["items"]] == ["ca.crt", "tls.crt", "tls.key"]
+    for mode in ("helm", "cert-manager"):  # the other modes keep nothing
+        other = installed(render({"certificates": {"mode": mode}}))
+        assert "RAYJOB_ADVISOR_TLS_SECRET" not in env_of(other, "advisor-rayjob-advisor-controller")
+        assert not by_kind(other, "Role")
 
 
 def test_the_generated_secret_records_the_names_its_certificate_was_made_for():

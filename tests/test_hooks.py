@@ -17,14 +17,16 @@ from rayjob_advisor.kube.config import OperatorConfig, progress_endpoint
 from rayjob_advisor.kuberay import hooks
 from rayjob_advisor_testkit.advice import NOW, applied, notes_of
 from rayjob_advisor_testkit.advisor import QUICK_REFITS, running_advisor
-from rayjob_advisor_testkit.certificates import make_certificates
 from rayjob_advisor_testkit.profiles import deadline_job, profile_manifest
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 
 BOTH = Policy(hooks=frozenset({"kueue", "karpenter"}))
 URL = "https://advisor-rayjob-advisor-progress.ops.svc/progress"
-CA = "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n"
-PROGRESS = Policy(hooks=frozenset({"progress"}), progress=hooks.Progress(url=URL, audience="advisor-audience", ca=CA))
+CA_CONFIGMAP = "advisor-rayjob-advisor-ca"
+PROGRESS = Policy(
+    hooks=frozenset({"progress"}),
+    progress=hooks.Progress(url=URL, audience="advisor-audience", ca_configmap=CA_CONFIGMAP),
+)
 TOKEN_VOLUME = {
     "name": "rayjob-advisor-token",
     "projected": {
@@ -34,6 +36,14 @@ TOKEN_VOLUME = {
     },
 }
 TOKEN_MOUNT = {"name": "rayjob-advisor-token", "mountPath": "/var/run/secrets/rayjob-advisor", "readOnly": True}
+# The CA from the ConfigMap the controller keeps in the job's namespace: optional (the pod starts before it exists),
+# updated by the kubelet when the CA changes.
+CA_VOLUME = {
+    "name": "rayjob-advisor-ca",
+    "configMap": {"name": CA_CONFIGMAP, "items": [{"key": "ca.crt", "path": "ca.crt"}], "optional": True},
+}
+CA_MOUNT = {"name": "rayjob-advisor-ca", "mountPath": "/var/run/rayjob-advisor-ca", "readOnly": True}
+CA_FILE = {"name": "RAYJOB_ADVISOR_PROGRESS_CA", "value": "/var/run/rayjob-advisor-ca/ca.crt"}
 
 
 def job(**notes: str) -> dict:
@@ -170,15 +180,16 @@ def test_the_progress_hook_adds_the_token_and_the_reporters_settings_to_the_ray_
     advice = advise(rayjob, store, policy=PROGRESS, may_resize=True, now=NOW)
     after = applied(rayjob, advice)  # valid against the KubeRay CRD
     pod, before = head_pod(after), head_pod(rayjob)
-    assert pod["volumes"] == [*before["volumes"], TOKEN_VOLUME]
+    assert pod["volumes"] == [*before["volumes"], TOKEN_VOLUME, CA_VOLUME]
     ray, logs = pod["containers"]
-    assert ray["volumeMounts"] == [*before["containers"][0]["volumeMounts"], TOKEN_MOUNT]
+    assert ray["volumeMounts"] == [*before["containers"][0]["volumeMounts"], TOKEN_MOUNT, CA_MOUNT]
     assert ray["env"] == [
         *before["containers"][0]["env"],
         {"name": "RAYJOB_ADVISOR_PROGRESS_URL", "value": URL},
         {"name": "RAYJOB_ADVISOR_RAYJOB", "value": "job"},
-        {"name": "RAYJOB_ADVISOR_PROGRESS_CA_PEM", "value": CA},
+        CA_FILE,
     ]
+    assert not any(variable["name"] == "RAYJOB_ADVISOR_PROGRESS_CA_PEM" for variable in ray["env"])
     assert logs == before["containers"][1]  # not the Ray container: KubeRay's is the first
     assert {k: v for k, v in ray.items() if k not in ("env", "volumeMounts")} == {
         k: v for k, v in before["containers"][0].items() if k not in ("env", "volumeMounts")
@@ -210,6 +221,19 @@ def test_the_progress_hook_keeps_what_the_user_set(store):
     assert ray_after["env"] == [*ray["env"], {"name": "RAYJOB_ADVISOR_RAYJOB", "value": "job"}]
 
 
+def test_the_progress_hook_mounts_no_ca_where_the_user_gives_one_or_there_is_none(store):
+    rayjob = sidecar_job()
+    head_pod(rayjob)["containers"][0]["env"].append({"name": "RAYJOB_ADVISOR_PROGRESS_CA_PEM", "value": "PEM"})
+    after = applied(rayjob, advise(rayjob, store, policy=PROGRESS, may_resize=True, now=NOW))
+    assert CA_VOLUME not in head_pod(after)["volumes"] and TOKEN_VOLUME in head_pod(after)["volumes"]
+    assert CA_MOUNT not in head_pod(after)["containers"][0]["volumeMounts"]
+    without = PROGRESS.model_copy(update={"progress": hooks.Progress(url=URL, audience="advisor-audience")})
+    after = applied(sidecar_job(), advise(sidecar_job(), store, policy=without, may_resize=True, now=NOW))
+    ray = head_pod(after)["containers"][0]
+    assert CA_VOLUME not in head_pod(after)["volumes"] and CA_MOUNT not in ray["volumeMounts"]
+    assert not {"RAYJOB_ADVISOR_PROGRESS_CA", "RAYJOB_ADVISOR_PROGRESS_CA_PEM"} & {v["name"] for v in ray["env"]}
+
+
 def test_a_job_without_a_name_yet_gets_its_clusters_name_from_kuberays_pod_label(store):
     rayjob = job()
     del rayjob["metadata"]["name"]
@@ -233,13 +257,13 @@ def test_every_kuberay_sample_is_wired_to_report_and_stays_valid(store, name, sa
         return
     ray = head_pod(after)["containers"][0]
     env = {variable["name"]: variable.get("value") or variable["valueFrom"] for variable in ray["env"]}
-    assert env["RAYJOB_ADVISOR_PROGRESS_URL"] == URL and env["RAYJOB_ADVISOR_PROGRESS_CA_PEM"] == CA
+    assert env["RAYJOB_ADVISOR_PROGRESS_URL"] == URL and env["RAYJOB_ADVISOR_PROGRESS_CA"] == CA_FILE["value"]
     if "name" in rayjob["metadata"]:
         assert env["RAYJOB_ADVISOR_RAYJOB"] == rayjob["metadata"]["name"]
     else:  # generateName (pytorch-image-classifier)
         assert env["RAYJOB_ADVISOR_RAY_CLUSTER"] == {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}
     assert TOKEN_MOUNT in ray["volumeMounts"]
-    assert TOKEN_VOLUME in head_pod(after)["volumes"]
+    assert TOKEN_VOLUME in head_pod(after)["volumes"] and CA_VOLUME in head_pod(after)["volumes"]
     own = head_pod(rayjob)["containers"][0]
     assert ray["env"][: len(own.get("env", []))] == own.get("env", [])  # the sample's own come first, untouched
     assert head_pod(after)["containers"][1:] == head_pod(rayjob)["containers"][1:]
@@ -271,21 +295,20 @@ def test_the_progress_hook_without_progress_reporting_injects_nothing_and_says_s
     assert OperatorConfig(hooks="progress,kueue", progress_url=URL).hooks == ("progress", "kueue")
 
 
-def test_the_webhook_wires_a_labelled_namespaces_jobs_with_the_ca_it_is_given(tmp_path):
-    ca, _, key = make_certificates(tmp_path)
-    progress = {"progress_url": URL, "tls_ca_file": str(ca), "shared_profile_namespaces": ("default",)}
+def test_the_webhook_wires_a_labelled_namespaces_jobs_with_the_cas_configmap_it_is_given():
+    progress = {"progress_url": URL, "tls_ca_configmap": CA_CONFIGMAP, "shared_profile_namespaces": ("default",)}
     with running_advisor("webhook", objects=[profile_manifest()], **QUICK_REFITS, **progress) as advisor:
         admitted = admit_in_labelled_namespace(advisor, "rayjob-advisor.io/hook-progress")
         ray = head_pod(admitted)["containers"][0]
         env = {variable["name"]: variable.get("value") for variable in ray["env"]}
-        assert env["RAYJOB_ADVISOR_PROGRESS_CA_PEM"] == ca.read_text() and env["RAYJOB_ADVISOR_PROGRESS_URL"] == URL
-        assert TOKEN_MOUNT in ray["volumeMounts"]
-        token = head_pod(admitted)["volumes"][-1]["projected"]["sources"][0]["serviceAccountToken"]
-        assert token["audience"] == advisor.config.progress_audience
+        assert env["RAYJOB_ADVISOR_PROGRESS_CA"] == CA_FILE["value"] and env["RAYJOB_ADVISOR_PROGRESS_URL"] == URL
+        assert TOKEN_MOUNT in ray["volumeMounts"] and CA_MOUNT in ray["volumeMounts"]
+        token, ca = head_pod(admitted)["volumes"][-2:]
+        assert token["projected"]["sources"][0]["serviceAccountToken"]["audience"] == advisor.config.progress_audience
+        assert ca == CA_VOLUME
         elsewhere, _ = advisor.webhook.admit(job())  # default: no label, no configured hook
         assert head_pod(elsewhere) == head_pod(job())
-        key_file = {"tls_ca_file": str(key), "progress_url": URL}  # a key is never injected
-        assert OperatorConfig(**key_file).tls_ca_file and progress_endpoint(OperatorConfig(**key_file)).ca is None
+    assert progress_endpoint(OperatorConfig(**progress)).ca_configmap == CA_CONFIGMAP
 
 
 KUBERAY = Policy(hooks=frozenset({"kuberay"}))

@@ -236,14 +236,21 @@ def test_a_throttled_api_server_is_asked_once_and_the_report_refused_at_once(adv
     assert len(api.requests("POST", "tokenreviews")) == reviews + 1  # no retry: the reporter sends its next report
 
 
-def injected(advisor: RunningAdvisor, stored: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The environment the progress hook gives ``stored``'s head pod, pointing at the test's endpoint, set here."""
-    progress = hooks.Progress(url=advisor.progress.url, audience=AUDIENCE, ca=pathlib.Path(advisor.ca).read_text())
+def injected(advisor: RunningAdvisor, stored: dict, monkeypatch: pytest.MonkeyPatch, folder: pathlib.Path) -> None:
+    """The environment the progress hook gives ``stored``'s head pod, pointing at the test's endpoint, set here; the
+    CA's ConfigMap as the kubelet mounts it, in ``folder``."""
+    progress = hooks.Progress(url=advisor.progress.url, audience=AUDIENCE, ca_configmap="advisor-ca")
     patch = hooks.patch(stored, frozenset({"progress"}), 60, progress)
     (ray, *_) = patch["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    mounted = folder / ann.PROGRESS_CA_PATH
+    mounted.write_text(pathlib.Path(advisor.ca or "").read_text())
     for variable in ray["env"]:
-        if variable["name"].startswith("RAYJOB_ADVISOR_"):
-            monkeypatch.setenv(variable["name"], variable["value"])
+        name, value = variable["name"], variable.get("value")
+        if name == ann.PROGRESS_CA_ENV:  # the mount's path, here
+            assert value == f"{ann.PROGRESS_CA_DIR}/{ann.PROGRESS_CA_PATH}"
+            value = str(mounted)
+        if name.startswith("RAYJOB_ADVISOR_"):
+            monkeypatch.setenv(name, value)
 
 
 def token_file(api: AdvisorEmulator, folder: pathlib.Path, rayjob: str) -> str:
@@ -256,13 +263,13 @@ def token_file(api: AdvisorEmulator, folder: pathlib.Path, rayjob: str) -> str:
 def test_the_callback_verifies_the_endpoint_with_the_injected_ca(advisor, tmp_path, monkeypatch, caplog):
     api = advisor.api
     stored = started(api, "pem")
-    injected(advisor, stored, monkeypatch)
+    injected(advisor, stored, monkeypatch, tmp_path)
     callback = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path, "pem"), interval=0)
-    assert (callback.rayjob, callback.ca_file) == ("pem", None) and "BEGIN CERTIFICATE" in (callback.ca_pem or "")
+    assert (callback.rayjob, callback.ca_pem) == ("pem", None) and callback.ca_file == str(tmp_path / "ca.crt")
     callback.after_report(None, [{}], None)
     assert json.loads(notes(api, "pem")[ann.PROGRESS])["done"] == 1
     other_ca, _, _ = make_certificates(tmp_path)  # another CA: the endpoint's certificate does not verify
-    monkeypatch.setenv("RAYJOB_ADVISOR_PROGRESS_CA_PEM", other_ca.read_text())
+    monkeypatch.setenv("RAYJOB_ADVISOR_PROGRESS_CA", str(other_ca))
     stranger = AdvisorProgress(total=10, namespace="default", token_file=token_file(api, tmp_path, "pem"), interval=0)
     with caplog.at_level(logging.WARNING):
         stranger.after_report(None, [{}], None)
@@ -293,7 +300,7 @@ def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path, monkeyp
     api = advisor.api
     stored = started(api, "real", ago=5)
     predicted = notes(api, "real")[ann.ETA]
-    injected(advisor, stored, monkeypatch)
+    injected(advisor, stored, monkeypatch, tmp_path)
     callback = AdvisorProgress(
         total=4,
         unit="epochs",

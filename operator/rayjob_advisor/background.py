@@ -57,13 +57,20 @@ class BackgroundLoop(abc.ABC):
         """Record progress: a step that does many slow units of work calls this after each one."""
         self.heartbeat = time.monotonic()
 
-    def failed(self, what: str) -> None:
-        """Record (and log, with its traceback) the failure of one unit of work, from its ``except`` block."""
-        logger.exception("the %s loop could not handle %s; it goes on with the others", self.name, what)
+    def failed(self, what: str, brief: str | None = None) -> None:
+        """Record (and log, with its traceback) the failure of one unit of work, from its ``except`` block.
+
+        A failure that is no bug of ours, said in ``brief`` (an API server that refuses: RBAC, a conflict), is one
+        log line, and never the loop's ``problem``: a restart would not mend it.
+        """
         self.failures += 1
         self._last_failure = what
-        if self._failing_since is None:
-            self._failing_since = time.monotonic()
+        if brief is not None:
+            logger.warning("the %s loop could not handle %s: %s; it tries again", self.name, what, brief)
+        else:
+            logger.exception("the %s loop could not handle %s; it goes on with the others", self.name, what)
+            if self._failing_since is None:
+                self._failing_since = time.monotonic()
         self.beat()  # a failure is not a hang: the loop moves on
 
     def succeeded(self) -> None:

@@ -97,6 +97,8 @@ PROGRESS_RAYJOB_ENV = "RAYJOB_ADVISOR_RAYJOB"  # the RayJob's name
 PROGRESS_RAY_CLUSTER_ENV = "RAYJOB_ADVISOR_RAY_CLUSTER"  # else its RayCluster's: ``<rayjob>-<5 random characters>``
 PROGRESS_NAMESPACE_ENV = "RAYJOB_ADVISOR_NAMESPACE"
 PROGRESS_CA_ENV = "RAYJOB_ADVISOR_PROGRESS_CA"  # a file with the CA of the endpoint's certificate
+PROGRESS_CA_DIR = "/var/run/rayjob-advisor-ca"  # where the hook mounts the CA's ConfigMap
+PROGRESS_CA_PATH = "ca.crt"  # its key, and the file in PROGRESS_CA_DIR
 PROGRESS_CA_PEM_ENV = "RAYJOB_ADVISOR_PROGRESS_CA_PEM"  # the CA itself (PEM)
 RAY_CLUSTER_LABEL = "ray.io/cluster"  # KubeRay's label on every Ray pod: its RayCluster's name
 

@@ -1,6 +1,7 @@
 """What the emulator serves for the advisor: RayJobs and RayClusters (real KubeRay CRDs), RuntimeProfiles (our CRD),
-kopf's peerings, core resources, pods (the Ray pods KubeRay would make), and TokenReviews of the service-account tokens
-it issues."""
+kopf's peerings, core resources, pods (the Ray pods KubeRay would make), TokenReviews of the service-account tokens
+it issues, and what the controller keeps in ``certificates.mode: operator``: Secrets, ConfigMaps (the CA's) and
+MutatingWebhookConfigurations."""
 
 from __future__ import annotations
 
@@ -122,6 +123,12 @@ def advisor_resources(tokens: TokenAuthority | None = None) -> list[emulator.Res
             validate=schemas.schema_validator(schemas.TOKENREVIEW_SCHEMA), review=tokens.review,
         ),
         emulator.ResourceSpec("", "v1", "pods", "Pod", namespaced=True, short_names=("po",)),
+        emulator.ResourceSpec("", "v1", "secrets", "Secret", namespaced=True),
+        emulator.ResourceSpec("", "v1", "configmaps", "ConfigMap", namespaced=True, short_names=("cm",)),
+        emulator.ResourceSpec(
+            "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+            namespaced=False,
+        ),
         *emulator.PEERING_RESOURCES,
         *emulator.KUBE_RESOURCES,
     ]  # fmt: skip

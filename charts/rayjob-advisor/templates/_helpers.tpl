@@ -44,13 +44,52 @@ securityContext:
   capabilities: {drop: [ALL]}
 {{- end -}}
 
+{{/* Where the certificate comes from: certificates.mode, or cert-manager with the deprecated certManager.enabled.
+     (dig: `helm upgrade --reuse-values` from a release without the value renders with that release's values.) */}}
+{{- define "rayjob-advisor.certificatesMode" -}}
+{{- $mode := dig "mode" "helm" (.Values.certificates | default dict) -}}
+{{- if .Values.certManager.enabled -}}
+{{- if eq $mode "operator" -}}
+{{- fail "certManager.enabled (deprecated) is certificates.mode cert-manager: set certificates.mode only" -}}
+{{- end -}}
+{{- $mode = "cert-manager" -}}
+{{- end -}}
+{{- $mode -}}
+{{- end -}}
+
 {{/* The webhook's serving certificate, which the controller's progress endpoint serves too: its Secret, mounted
-     at /tls in both Deployments, and the progress endpoint's Service, whose names the certificate holds. */}}
+     at /tls in both Deployments, and the progress endpoint's Service, whose names the certificate holds. In operator
+     mode another Secret (an Opaque one the controller fills: a kubernetes.io/tls one cannot be rendered empty, and a
+     Secret's type cannot change), of which the pods get the certificate, its key and the CA, never the CA's key;
+     optional, so that they start before the controller has filled it. */}}
 {{- define "rayjob-advisor.tlsSecret" -}}
-{{ include "rayjob-advisor.fullname" . }}-webhook-tls
+{{ include "rayjob-advisor.fullname" . }}-webhook-{{ eq (include "rayjob-advisor.certificatesMode" .) "operator" | ternary "certs" "tls" }}
 {{- end -}}
 {{- define "rayjob-advisor.tlsVolume" -}}
+{{- if eq (include "rayjob-advisor.certificatesMode" .) "operator" }}
+- name: tls
+  secret:
+    secretName: {{ include "rayjob-advisor.tlsSecret" . }}
+    optional: true
+    items: [{key: ca.crt, path: ca.crt}, {key: tls.crt, path: tls.crt}, {key: tls.key, path: tls.key}]
+{{- else }}
 - {name: tls, secret: {secretName: {{ include "rayjob-advisor.tlsSecret" . }}}}
+{{- end }}
+{{- end -}}
+{{/* The names the serving certificate is for, comma-separated: the webhook's Service's and, with progress, the
+     progress endpoint's. */}}
+{{- define "rayjob-advisor.serverNames" -}}
+{{- $names := list -}}
+{{- $services := list (printf "%s-webhook" (include "rayjob-advisor.fullname" .)) -}}
+{{- if .Values.progress.enabled }}{{ $services = append $services (include "rayjob-advisor.progressService" .) }}{{ end -}}
+{{- range $services }}
+{{- $names = concat $names (list . (printf "%s.%s" . $.Release.Namespace) (printf "%s.%s.svc" . $.Release.Namespace)) -}}
+{{- end }}
+{{- join "," $names -}}
+{{- end -}}
+{{/* The ConfigMap of the CA the controller keeps in the namespaces of jobs the progress hook wires. */}}
+{{- define "rayjob-advisor.caConfigMap" -}}
+{{ include "rayjob-advisor.fullname" . }}-ca
 {{- end -}}
 {{- define "rayjob-advisor.tlsMount" -}}
 - {name: tls, mountPath: /tls, readOnly: true}
@@ -91,6 +130,7 @@ rayjob-advisor.io/service: metrics
 - name: RAYJOB_ADVISOR_PROGRESS_URL
   value: {{ printf "https://%s.%s.svc/progress" (include "rayjob-advisor.progressService" .) .Release.Namespace | quote }}
 - {name: RAYJOB_ADVISOR_TLS_CA_FILE, value: /tls/ca.crt}
+- {name: RAYJOB_ADVISOR_TLS_CA_CONFIGMAP, value: {{ include "rayjob-advisor.caConfigMap" . | quote }}}
 {{- end }}
 {{- with .Values.defaultWorkload }}
 - {name: RAYJOB_ADVISOR_DEFAULT_WORKLOAD, value: {{ . | quote }}}

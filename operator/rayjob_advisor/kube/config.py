@@ -6,9 +6,7 @@ comma-separated. Flags of ``rayjob-advisor run`` override them.
 
 from __future__ import annotations
 
-import logging
 import os
-import pathlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -23,10 +21,9 @@ from rayjob_advisor.models.runtime import RELIABLE_EXTRAPOLATION
 ENV_PREFIX = "RAYJOB_ADVISOR_"
 ADVICE_SETTINGS = frozenset({
     "advise_all_jobs", "default_workload", "cpu_hour_price", "gpu_hour_price", "accelerator_gpu_hour_prices", "hooks",
-    "progress_url", "progress_audience", "tls_ca_file", "enforce_max_extrapolation",
+    "progress_url", "progress_audience", "tls_ca_configmap", "enforce_max_extrapolation",
 })  # fmt: skip
 """The settings a forecast depends on (``OperatorConfig.policy``); the rest are the running operator's own."""
-logger = logging.getLogger(__name__)
 
 
 class OperatorConfig(pydantic.BaseModel):
@@ -89,8 +86,31 @@ class OperatorConfig(pydantic.BaseModel):
     )
     tls_ca_file: str | None = pydantic.Field(
         default=None,
-        description="the CA of tls_cert_file (PEM; the chart's Secret's ca.crt): the progress hook gives it to jobs, "
-        "to verify the progress endpoint (a certificate, public; never a key)",
+        description="the CA of tls_cert_file (PEM; the chart's Secret's ca.crt), which the controller publishes in "
+        "tls_ca_configmap (a certificate, public; never a key); unused with tls_secret (its CA is published)",
+    )
+    tls_ca_configmap: str | None = pydantic.Field(
+        default=None,
+        description="the ConfigMap (key ca.crt) in which the controller publishes the CA in every namespace with "
+        "RayJobs the progress hook wires, and which the hook mounts into their head pods (optional: a CA that "
+        "changes reaches running jobs); unset: jobs get no CA (the system's CAs verify the endpoint)",
+    )
+    tls_secret: str | None = pydantic.Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+        description="NAMESPACE/NAME of the Secret whose CA and serving certificate for tls_server_names the "
+        "controller's leader keeps (creates in it, renews, reissues when the names differ; the chart's "
+        "certificates.mode operator); unset: the certificates are someone else's (cert-manager, the chart)",
+    )
+    tls_server_names: tuple[str, ...] = pydantic.Field(
+        default=(),
+        description="with tls_secret: the DNS names (or IP addresses) the serving certificate is for (the webhook's "
+        "and the progress endpoint's Services)",
+    )
+    webhook_configuration: str | None = pydantic.Field(
+        default=None,
+        description="with tls_secret: the MutatingWebhookConfiguration whose caBundle the controller's leader keeps "
+        "(every webhook of it)",
     )
     webhook_header_timeout_seconds: float = pydantic.Field(
         default=5.0,
@@ -165,6 +185,12 @@ class OperatorConfig(pydantic.BaseModel):
         return self
 
     @pydantic.model_validator(mode="after")
+    def _kept_certificate_needs_names(self) -> OperatorConfig:
+        if self.tls_secret and not self.tls_server_names:
+            raise ValueError("tls_secret needs tls_server_names (what the serving certificate is for)")
+        return self
+
+    @pydantic.model_validator(mode="after")
     def _progress_hook_needs_an_endpoint(self) -> OperatorConfig:
         if "progress" in self.hooks and not self.progress_url:
             raise ValueError("the progress hook needs progress_url (where the jobs it wires report)")
@@ -197,7 +223,7 @@ class OperatorConfig(pydantic.BaseModel):
             return ()
         return tuple(dict.fromkeys((*self.namespaces, *self.shared_profile_namespaces)))
 
-    @pydantic.field_validator("namespaces", "shared_profile_namespaces", "hooks", mode="before")
+    @pydantic.field_validator("namespaces", "shared_profile_namespaces", "hooks", "tls_server_names", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         return tuple(n.strip() for n in value.split(",") if n.strip()) if isinstance(value, str) else value
@@ -236,21 +262,7 @@ def load_config(flags: Mapping[str, Any], environ: Mapping[str, str] = os.enviro
 
 
 def progress_endpoint(config: OperatorConfig) -> Progress | None:
-    """Where the ``progress`` hook points jobs; None while progress reporting is off (no ``progress_url``).
-
-    The CA is read anew each time: a renewed certificate (cert-manager's self-signed one) comes with a new
-    CA, which the jobs admitted from then on get. A CA that cannot be read, or a file holding a key, is
-    left out (and said in the log): the reporter falls back on the system's CAs.
-    """
+    """Where the ``progress`` hook points jobs; None while progress reporting is off (no ``progress_url``)."""
     if not config.progress_url:
         return None
-    ca = None
-    if config.tls_ca_file:
-        try:
-            ca = pathlib.Path(config.tls_ca_file).read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            logger.warning("the progress hook injects no CA: cannot read %s: %s", config.tls_ca_file, exc)
-        if ca is not None and "PRIVATE KEY" in ca:
-            logger.warning("the progress hook injects no CA: %s holds a private key", config.tls_ca_file)
-            ca = None
-    return Progress(url=config.progress_url, audience=config.progress_audience, ca=ca)
+    return Progress(url=config.progress_url, audience=config.progress_audience, ca_configmap=config.tls_ca_configmap)

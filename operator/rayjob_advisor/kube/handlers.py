@@ -19,7 +19,8 @@ import kopf
 from rayjob_advisor import application, contract, reasons
 from rayjob_advisor.advice import eta
 from rayjob_advisor.errors import RetryableError, UserError
-from rayjob_advisor.kube import kubeapi, reports, serving, sweep, wiring
+from rayjob_advisor.kube import certificates, kubeapi, reports, serving, sweep, wiring
+from rayjob_advisor.kuberay import hooks
 from rayjob_advisor.kuberay.manifest import merge
 from rayjob_advisor.kuberay.rayjob import DEPLOYMENT_STATUS_FIELD, RayJob, is_finished, is_running, is_waiting
 from rayjob_advisor.profiles.codec import condition
@@ -90,6 +91,8 @@ def rayjob_seen(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Me
     by progress); a job deleted before it finished: its per-job gauges expire as a finished job's do (no finalizer
     needed). A job that stops asking for the advisor leaves the sweep too."""
     key = (RayJob(body).namespace, name, uid)
+    if type != "DELETED":
+        _publish_ca_for(body, memo)
     if type == "DELETED":
         memo.metrics.jobs.finish(key, None)
     if type == "DELETED" or not is_running(body.get("status")) or not wiring.in_scope(body, memo):
@@ -99,6 +102,17 @@ def rayjob_seen(type: str, body: kopf.Body, name: str, uid: str, memo: wiring.Me
     current = eta.written(RayJob(body).annotations)
     if current is not None:
         memo.metrics.eta(key, current)
+
+
+def _publish_ca_for(body: kopf.Body, memo: wiring.Memo) -> None:
+    """A job the progress hook wires needs the CA's ConfigMap in its namespace: the keeper publishes it now."""
+    namespace = RayJob(body).namespace
+    if memo.keeper is None or not memo.config.tls_ca_configmap or namespace in memo.progress_namespaces:
+        return
+    policy = memo.policy(namespace)
+    if wiring.in_scope(body, memo) and "progress" in hooks.enabled(policy.hooks, policy.namespace_labels):
+        memo.progress_namespaces.add(namespace)
+        memo.keeper.wake()
 
 
 def _running(body: kopf.Body, status: Mapping[str, Any], memo: wiring.Memo, **_: Any) -> bool:
@@ -115,12 +129,18 @@ def started(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
 
 @kopf.on.startup(backoff=RETRY_SECONDS, registry=REGISTRY)
 async def watch_running_jobs(memo: wiring.Memo, **_: Any) -> None:
-    """The controller's work on running jobs: the sweep for warnings and, if configured, the progress endpoint."""
+    """The controller's work on running jobs: the sweep for warnings and, if configured, the certificate keeper and
+    the progress endpoint."""
     config, api = memo.config, memo.kube  # set by the common start-up handler, which kopf runs first
     memo.sweeper = sweep.Sweeper(
         memo.running, api, memo.metrics, lambda: wiring.leads(memo), config.sweep_interval_seconds
     )
     memo.sweeper.start()
+    if config.tls_secret or config.tls_ca_configmap:
+        memo.keeper = certificates.Keeper(
+            api, config, lambda: wiring.leads(memo), lambda: frozenset(memo.progress_namespaces), contract.now
+        )
+        memo.keeper.start()
     certificate = serving.Certificate.of(config)
     if config.progress_port and certificate is not None:
         memo.progress = reports.ProgressServer(

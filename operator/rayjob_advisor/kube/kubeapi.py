@@ -1,4 +1,5 @@
-"""Kubernetes I/O of the advisor's own objects: RuntimeProfile reads and writes, Events on them.
+"""Kubernetes I/O of the advisor's own objects: RuntimeProfile reads and writes, Events on them; the certificate
+Secret, the webhook's caBundle and the CA's ConfigMaps (``certificates``).
 
 Every call has a timeout and a few retries with exponential backoff on
 transient answers (429, 5xx, timeouts, lost connections): a hung or flaky
@@ -8,7 +9,9 @@ and the caller's own retry (kopf's backoff) takes over after the last one.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import logging
 import os
 import random
@@ -421,3 +424,72 @@ def _create_seeded(
     except kubernetes.client.ApiException as exc:
         if exc.status != 409:
             raise
+
+
+MERGE_PATCH = "application/merge-patch+json"  # the core API's default for a dict body is a JSON patch
+CA_LABELS = {"app.kubernetes.io/managed-by": COMPONENT}
+
+
+def _raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The object the API server answers, as JSON: not the client's model (which refuses objects it finds
+    incomplete, and decodes nothing we need)."""
+    answer = retried(call, *args, **kwargs, _preload_content=False)
+    return _object(json.loads(cast(urllib3.BaseHTTPResponse, answer).data))
+
+
+def _merge_patch(call: Callable[..., Any], *args: Any) -> None:
+    """A merge patch (its body carries the resourceVersion read: a 409 when the object changed meanwhile)."""
+    _raw(call, *args, _content_type=MERGE_PATCH)
+
+
+def read_secret(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str) -> tuple[dict[str, bytes], str]:
+    """A Secret's data, decoded, and its resourceVersion (what ``write_secret`` sends back)."""
+    secret = _raw(kubernetes.client.CoreV1Api(api.api_client).read_namespaced_secret, name, namespace)
+    data = {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
+    return data, str(secret["metadata"]["resourceVersion"])
+
+
+def write_secret(
+    api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, data: Mapping[str, bytes], version: str
+) -> None:
+    """Set keys of a Secret as read at ``version`` (a 409 if it changed since); its other keys are kept."""
+    encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
+    body = {"metadata": {"resourceVersion": version}, "data": encoded}
+    _merge_patch(kubernetes.client.CoreV1Api(api.api_client).patch_namespaced_secret, name, namespace, body)
+
+
+def set_ca_bundle(api: kubernetes.client.CustomObjectsApi, name: str, ca: bytes) -> None:
+    """Every webhook of the MutatingWebhookConfiguration ``name`` trusts ``ca`` (written only where it differs)."""
+    admission = kubernetes.client.AdmissionregistrationV1Api(api.api_client)
+    configuration = _raw(admission.read_mutating_webhook_configuration, name)
+    bundle = base64.b64encode(ca).decode()
+    webhooks = configuration.get("webhooks") or []
+    if all((hook.get("clientConfig") or {}).get("caBundle") == bundle for hook in webhooks):
+        return
+    for hook in webhooks:
+        hook.setdefault("clientConfig", {})["caBundle"] = bundle
+    version = configuration["metadata"].get("resourceVersion")
+    body = {"metadata": {"resourceVersion": version}, "webhooks": webhooks}  # a list is replaced whole
+    _merge_patch(admission.patch_mutating_webhook_configuration, name, body)
+    logger.info("MutatingWebhookConfiguration %s trusts the current CA", name)
+
+
+def publish_ca(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, ca: bytes) -> None:
+    """The ConfigMap ``namespace/name`` holds ``ca`` as ``ca.crt``: created, or updated where it differs."""
+    core = kubernetes.client.CoreV1Api(api.api_client)
+    data = {"ca.crt": ca.decode()}
+    try:
+        current = _raw(core.read_namespaced_config_map, name, namespace)
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": CA_LABELS},
+                    "data": data}  # fmt: skip
+        _raw(core.create_namespaced_config_map, namespace, manifest)
+        logger.info("published the CA in ConfigMap %s/%s", namespace, name)
+        return
+    if (current.get("data") or {}).get("ca.crt") == data["ca.crt"]:
+        return
+    body = {"metadata": {"resourceVersion": current["metadata"].get("resourceVersion")}, "data": data}
+    _merge_patch(core.patch_namespaced_config_map, name, namespace, body)
+    logger.info("updated the CA in ConfigMap %s/%s", namespace, name)

@@ -11,7 +11,9 @@ renewed certificate (cert-manager's, or a replaced Secret) is served without
 a restart and without closing the listener: mounted Secrets send no events,
 so the files are re-read every ``CERT_CHECK_SECONDS``, and once they have
 changed and load together they are loaded into the live context (new
-connections get them; connections in flight go on).
+connections get them; connections in flight go on). Files that do not load
+at the start (the Secret the controller fills, ``certificates``, mounted
+empty until then) keep the port closed, said in one log line, until they do.
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ class Certificate:
         context.set_ciphers(AEAD_CIPHERS)
         context.load_cert_chain(self.certfile, self.keyfile)
         return context
+
+    def loads(self) -> bool:
+        """Whether the files load together now."""
+        try:
+            self.context()
+        except (OSError, ssl.SSLError):
+            return False
+        return True
 
     @classmethod
     def of(cls, config: OperatorConfig) -> Certificate | None:
@@ -133,12 +143,13 @@ async def serve(
     certificate: Certificate | None,
     check_interval: float,
 ) -> AsyncGenerator[None]:
-    """Serves ``routes`` (over TLS with ``certificate``; None: plain HTTP) until closed; yields once listening.
+    """Serves ``routes`` (over TLS with ``certificate``; None: plain HTTP) until closed; yields once listening (once
+    the certificate's files load).
 
     Iterated further, it reloads a renewed certificate into the live context (it never yields again).
     It listens on any interface of both address families.
     """
-    context = certificate.context() if certificate is not None else None
+    context = await _loaded(certificate, check_interval) if certificate is not None else None
     app = aiohttp.web.Application()
     app.add_routes(routes)
     # aiohttp (3.14, as pinned) closes a connection still waiting for its request line and headers when
@@ -167,9 +178,22 @@ async def serve(
         await runner.cleanup()
 
 
+async def _loaded(certificate: Certificate, check_interval: float) -> ssl.SSLContext:
+    """A context of the certificate's files, once they load (checked every ``check_interval`` seconds)."""
+    said = False
+    while True:
+        try:
+            return certificate.context()
+        except (OSError, ssl.SSLError) as exc:
+            if not said:
+                logger.warning(f"not listening until the certificate files load: {exc}")
+                said = True
+        await asyncio.sleep(check_interval)
+
+
 class Server:
-    """``serve`` in the background: listening once ``start`` returns (files that do not load raise there),
-    reloading its renewed certificate until ``stop``."""
+    """``serve`` in the background: listening once ``start`` returns, or, while its certificate's files do not load
+    yet, as soon as they do (``start`` does not wait for them); reloading its renewed certificate until ``stop``."""
 
     def __init__(
         self, routes: Iterable[aiohttp.web.RouteDef], *, port: int, limits: Limits, certificate: Certificate | None
@@ -177,11 +201,15 @@ class Server:
         self._sites = serve(
             routes, port=port, limits=limits, certificate=certificate, check_interval=CERT_CHECK_SECONDS
         )
+        self._certificate = certificate
         self._renewals: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await anext(self._sites)
-        self._renewals = asyncio.create_task(anext(self._sites, None))
+        if self._certificate is None or self._certificate.loads():
+            await anext(self._sites)
+            self._renewals = asyncio.create_task(anext(self._sites, None))
+        else:
+            self._renewals = asyncio.create_task(_exhausted(self._sites))
 
     async def stop(self) -> None:
         if self._renewals is not None:
@@ -189,6 +217,11 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewals
         await self._sites.aclose()
+
+
+async def _exhausted(sites: AsyncGenerator[None]) -> None:
+    async for _ in sites:
+        pass
 
 
 async def _renewed(certificate: Certificate, check_interval: float) -> None:

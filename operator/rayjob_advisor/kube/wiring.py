@@ -35,7 +35,7 @@ from rayjob_advisor import application, contract, reasons
 from rayjob_advisor.application import Message, Policy
 from rayjob_advisor.background import BackgroundLoop
 from rayjob_advisor.errors import AdvisorError, DuplicateWorkload, UserError, hide_library_warnings
-from rayjob_advisor.kube import kubeapi, reports, serving, sweep
+from rayjob_advisor.kube import certificates, kubeapi, reports, serving, sweep
 from rayjob_advisor.kube.config import OperatorConfig
 from rayjob_advisor.kube.metrics import JobKey, Metrics
 from rayjob_advisor.kuberay.rayjob import RayJob
@@ -68,6 +68,8 @@ class Memo:
     sweeper: sweep.Sweeper | None = None
     servers: list[serving.Server] = dataclasses.field(default_factory=list)  # /healthz, /metrics
     progress: reports.ProgressServer | None = None
+    keeper: certificates.Keeper | None = None  # the controller's: its certificates, the CA's ConfigMaps
+    progress_namespaces: set[str] = dataclasses.field(default_factory=set)  # with jobs the progress hook wires
 
     def __post_init__(self) -> None:
         self.store = ProfileStore(
@@ -84,8 +86,9 @@ class Memo:
         return self.api
 
     def loops(self) -> list[BackgroundLoop]:
-        """The background loops started so far (the refitter; the controller's sweep): probed, then stopped."""
-        return [loop for loop in (self.refitter, self.sweeper) if loop is not None]
+        """The background loops started so far (the refitter; the controller's sweep and certificate keeper): probed,
+        then stopped."""
+        return [loop for loop in (self.refitter, self.sweeper, self.keeper) if loop is not None]
 
     def policy(self, namespace: str | None) -> Policy:
         """The configuration's decisions for every job in ``namespace`` (its labels may set the mode)."""
@@ -342,6 +345,7 @@ def _namespace_seen(name: str, labels: Mapping[str, str], type: str, memo: Memo,
     """Namespace labels may opt every RayJob in them in (and set their mode), and turn hooks on or off."""
     if type == "DELETED":
         memo.namespace_labels.pop(name, None)
+        memo.progress_namespaces.discard(name)  # no CA to publish there any more
     else:
         memo.namespace_labels[name] = dict(labels)
 

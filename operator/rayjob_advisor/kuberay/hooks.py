@@ -25,8 +25,10 @@ And the wiring of progress reports, as service meshes inject their sidecars:
 
 - ``progress``: into the head pod (where the entrypoint, and so Ray Train's controller with the
   ``AdvisorProgress`` callback, runs), a projected service-account token for the advisor's audience mounted
-  at ``contract.PROGRESS_TOKEN_DIR``, and in its Ray container (KubeRay's is the first) the endpoint's URL,
-  the job's name and the CA of the endpoint's certificate (public) as environment variables. A job created
+  at ``contract.PROGRESS_TOKEN_DIR``, the ConfigMap holding the CA of the endpoint's certificate (public) mounted
+  at ``contract.PROGRESS_CA_DIR`` (optional: the controller publishes it, and the kubelet brings a renewed CA
+  to the running job), and in its Ray container (KubeRay's is the first) the endpoint's URL, the job's name
+  and the CA file's path as environment variables. A job created
   with ``generateName`` has no name yet at admission: it gets its RayCluster's instead (KubeRay's
   ``ray.io/cluster`` pod label, by the Downward API), from which the callback takes the RayJob's.
   Only where progress reporting is on (``OperatorConfig.progress_url``); elsewhere the job is told so.
@@ -69,19 +71,20 @@ _RISKS = {
     ACTIVE_DEADLINE: "KubeRay may kill the job before it can finish",
     PRE_RUNNING_DEADLINE: "KubeRay may fail the job before it can start",
 }
-TOKEN_VOLUME = "rayjob-advisor-token"
+TOKEN_VOLUME, CA_VOLUME = "rayjob-advisor-token", "rayjob-advisor-ca"
 TOKEN_SECONDS = 3600  # the kubelet renews a projected token at 80 % of its life; the callback re-reads it
 PROGRESS_OFF = "the progress hook is on for this namespace, but progress reporting is off (progress.enabled=false)"
 
 
 class Progress(pydantic.BaseModel):
-    """Where the ``progress`` hook points a job's reporter: the endpoint, its tokens' audience, its CA (PEM)."""
+    """Where the ``progress`` hook points a job's reporter: the endpoint, its tokens' audience, the ConfigMap in the
+    job's namespace that holds the endpoint's CA (``ca.crt``; None: the system's CAs verify the endpoint)."""
 
-    model_config = pydantic.ConfigDict(frozen=True)
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
 
     url: str
     audience: str
-    ca: str | None = None  # the CA certificate of the endpoint's certificate (public; never a key)
+    ca_configmap: str | None = None
 
 
 def enabled(configured: Iterable[str], namespace_labels: Mapping[str, str]) -> frozenset[str]:
@@ -194,17 +197,23 @@ def _reporting_pod(rayjob: Mapping[str, Any], pod: object, progress: Progress) -
     if volumes is None or mounts is None or env is None:
         return {}
     result: dict[str, Any] = {}
-    if not any(mount.get("mountPath") == contract.PROGRESS_TOKEN_DIR for mount in mounts):
-        ray["volumeMounts"] = [
-            *mounts,
-            {"name": TOKEN_VOLUME, "mountPath": contract.PROGRESS_TOKEN_DIR, "readOnly": True},
-        ]
-        if not any(volume.get("name") == TOKEN_VOLUME for volume in volumes):
-            result["volumes"] = [*volumes, _token_volume(progress.audience)]
     named = {variable.get("name") for variable in env}
     missing = [variable for names, variable in _settings(rayjob, progress) if not names & named]
     if missing:
         ray["env"] = [*env, *missing]
+    wanted = [(contract.PROGRESS_TOKEN_DIR, _token_volume(progress.audience))]
+    if progress.ca_configmap and any(variable["name"] == contract.PROGRESS_CA_ENV for variable in missing):
+        wanted.append((contract.PROGRESS_CA_DIR, _ca_volume(progress.ca_configmap)))
+    new_mounts, new_volumes = list(mounts), list(volumes)
+    for path, volume in wanted:  # a path the user mounts, or a volume name the user has, is theirs
+        if not any(mount.get("mountPath") == path for mount in mounts):
+            new_mounts.append({"name": volume["name"], "mountPath": path, "readOnly": True})
+            if not any(existing.get("name") == volume["name"] for existing in volumes):
+                new_volumes.append(volume)
+    if new_mounts != mounts:
+        ray["volumeMounts"] = new_mounts
+    if new_volumes != volumes:
+        result["volumes"] = new_volumes
     if ray != containers[0]:
         result["containers"] = [ray, *containers[1:]]
     return result
@@ -225,6 +234,13 @@ def _token_volume(audience: str) -> dict[str, Any]:
     return {"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}
 
 
+def _ca_volume(configmap: str) -> dict[str, Any]:
+    """The CA's ConfigMap, optional: a pod admitted before the controller published it still starts (the kubelet
+    adds the file once it exists, and updates it when the CA changes)."""
+    items = [{"key": contract.PROGRESS_CA_PATH, "path": contract.PROGRESS_CA_PATH}]
+    return {"name": CA_VOLUME, "configMap": {"name": configmap, "items": items, "optional": True}}
+
+
 def _settings(rayjob: Mapping[str, Any], progress: Progress) -> list[tuple[set[str], dict[str, Any]]]:
     """The reporter's environment variables, each with the names that, set by the user, already give it."""
     name = (rayjob.get("metadata") or {}).get("name")
@@ -238,9 +254,10 @@ def _settings(rayjob: Mapping[str, Any], progress: Progress) -> list[tuple[set[s
         ({contract.PROGRESS_URL_ENV}, {"name": contract.PROGRESS_URL_ENV, "value": progress.url}),
         (job_names, job),
     ]
-    if progress.ca:
+    if progress.ca_configmap:
         ca_names = {contract.PROGRESS_CA_ENV, contract.PROGRESS_CA_PEM_ENV}
-        result.append((ca_names, {"name": contract.PROGRESS_CA_PEM_ENV, "value": progress.ca}))
+        ca_file = f"{contract.PROGRESS_CA_DIR}/{contract.PROGRESS_CA_PATH}"
+        result.append((ca_names, {"name": contract.PROGRESS_CA_ENV, "value": ca_file}))
     return result
 
 
