@@ -47,13 +47,13 @@ class Served:
     def port(self) -> int:
         return self.advisor.config.webhook_port if self.kind == "webhook" else self.advisor.config.progress_port
 
-    def answer(self, context: ssl.SSLContext | None = None) -> int:
-        """The status of a request this server answers at once (``ANSWERS``)."""
+    def answer(self, context: ssl.SSLContext | None = None, source: str | None = None) -> int:
+        """The status of a request this server answers at once (``ANSWERS``), sent from ``source`` if given."""
         if self.kind == "webhook":
             body: dict[str, Any] = Webhook.envelope(make_rayjob())
         else:
             body = {"namespace": "default", "name": "x", "done": 1, "total": 2}
-        return self.endpoint.post(json.dumps(body).encode(), context=context)[0]
+        return self.endpoint.post(json.dumps(body).encode(), context=context, source=source)[0]
 
 
 @contextlib.contextmanager
@@ -149,6 +149,28 @@ def test_connections_beyond_the_limit_get_a_503_at_once(kind):
 
 
 @pytest.mark.parametrize("kind", SERVERS)
+def test_an_address_over_its_rate_of_new_connections_is_reset_before_tls_while_others_are_served(kind):
+    """The progress port resets an address's new connections beyond its burst at once, before any handshake (a
+    flood of them costs no TLS); another address is answered meanwhile. The webhook port, whose API server calls
+    come from few addresses, resets none."""
+    burst = int(reports.CONNECTION_BURST)
+    with served(kind) as server:
+        flood = [
+            socket.create_connection(("127.0.0.1", server.port), timeout=10, source_address=("127.0.0.2", 0))
+            for _ in range(burst + 20)
+        ]  # no TLS hello sent: the server holds them for header_timeout (5 s), unless it resets them
+        time.sleep(0.3)
+        opened = [_open(connection) for connection in flood]
+        if kind == "progress":
+            assert all(opened[:burst]) and opened[burst:].count(False) >= 15
+        else:
+            assert all(opened)
+        assert server.answer(source="127.0.0.3") == ANSWERS[kind]
+        for connection in flood:
+            connection.close()
+
+
+@pytest.mark.parametrize("kind", SERVERS)
 def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tmp_path, caplog):
     monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
     with served(kind) as server:
@@ -179,9 +201,10 @@ class Port:
     context: ssl.SSLContext | None
     path: str
 
-    def connect(self, host: str = "127.0.0.1", handshake: bool = True) -> socket.socket:
-        """A connection (its TLS handshake done if ``handshake``) that has sent nothing yet."""
-        raw = socket.create_connection((host, self.number), timeout=10)
+    def connect(self, host: str = "127.0.0.1", handshake: bool = True, source: str | None = None) -> socket.socket:
+        """A connection (its TLS handshake done if ``handshake``; from the address ``source`` if given) that has sent
+        nothing yet."""
+        raw = socket.create_connection((host, self.number), timeout=10, source_address=(source, 0) if source else None)
         if self.context is None or not handshake:
             return raw
         return self.context.wrap_socket(raw, server_hostname="127.0.0.1")
@@ -226,11 +249,12 @@ def _open(connection: socket.socket) -> bool:
 @pytest.mark.parametrize("kind", PORTS)
 def test_slow_clients_are_dropped_on_every_port(kind):
     """150 connections that send nothing, or a request a byte at a time: at most 10 % are still open after 8 s,
-    and the port answers meanwhile (kopf's /healthz and prometheus_client's /metrics held all 150)."""
+    and the port answers meanwhile (kopf's /healthz and prometheus_client's /metrics held all 150). Each comes from
+    an address of its own, as from many pods: within the progress port's rate of new connections per address."""
     with listening(kind) as port:
         request = f"GET {port.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: {'a' * 200}".encode()
-        silent = [port.connect(handshake=False) for _ in range(75)]
-        trickling = [port.connect() for _ in range(75)]
+        silent = [port.connect(handshake=False, source=f"127.0.1.{n}") for n in range(75)]
+        trickling = [port.connect(source=f"127.0.2.{n}") for n in range(75)]
         start, sent = time.monotonic(), 0
         while time.monotonic() - start < 8:
             for connection in trickling:
@@ -284,7 +308,7 @@ def test_tls_1_3_only_refuses_a_tls_1_2_client():
 
 @pytest.mark.parametrize("kind", SERVERS)
 def test_a_renewal_with_a_slow_request_in_flight_refuses_no_new_connection(kind, monkeypatch, tmp_path):
-    """The renewed certificate is loaded into the live context: the listener is never closed (a restart of the
+    """The renewed certificate is served to new connections: the listener is never closed (a restart of the
     server waited for the slow request and refused connections meanwhile)."""
     monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
     with served(kind, webhook_body_timeout_seconds=10, webhook_header_timeout_seconds=10) as server:

@@ -4,14 +4,18 @@ Slow or numerous clients cannot hold it (slow-loris): a connection's TLS
 handshake, and its request line and headers, get ``header_timeout``; its body
 ``body_timeout`` (408, closed) and at most the route's ``max_bytes`` (413);
 beyond ``max_connections`` open connections a new one gets a 503 and is
-closed. Every listener is dual-stack (IPv4 and IPv6: any interface of both
-families), so probes and clients reach it on IPv6-only clusters too. TLS is
-1.2 or newer (``tls_min_version``) with AEAD suites only (no CBC). A
-renewed certificate (cert-manager's, or a replaced Secret) is served without
-a restart and without closing the listener: mounted Secrets send no events,
-so the files are re-read every ``CERT_CHECK_SECONDS``, and once they have
-changed and load together they are loaded into the live context (new
-connections get them; connections in flight go on).
+closed. A port may also take at most ``connection_rate`` new connections a
+second from one client address (a token bucket, ``connection_burst`` at
+once): beyond, the connection is reset before its TLS handshake, the cost of
+a flood of new connections (the progress port's; never the webhook's, whose
+API server calls come from few addresses). Every listener is dual-stack (IPv4
+and IPv6: any interface of both families), so probes and clients reach it on
+IPv6-only clusters too. TLS is 1.2 or newer (``tls_min_version``) with AEAD
+suites only (no CBC). A renewed certificate (cert-manager's, or a replaced
+Secret) is served without a restart and without closing the listener:
+mounted Secrets send no events, so the files are re-read every
+``CERT_CHECK_SECONDS``, and once they have changed and load together, new
+connections get a context of them (connections in flight go on).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import dataclasses
 import hashlib
 import logging
 import pathlib
+import socket
 import ssl
+import struct
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 
@@ -30,6 +36,7 @@ import aiohttp.web
 import aiohttp.web_protocol
 
 from rayjob_advisor.kube.config import OperatorConfig
+from rayjob_advisor.kube.throttle import Buckets
 
 CERT_CHECK_SECONDS = 10.0  # kopf's default is 60; a mounted Secret is updated within about a minute anyway
 logger = logging.getLogger(__name__)
@@ -73,6 +80,8 @@ class Limits:
     body_timeout: float = 5.0  # the whole request body, once the headers are in
     max_connections: int = 256  # established connections; beyond: 503 and closed
     backlog: int = 128  # the listening socket's queue of connections not yet accepted
+    connection_rate: float | None = None  # new connections a second from one address; beyond: reset; None: any
+    connection_burst: float = 1.0  # new connections at once from one address
 
     @classmethod
     def of(cls, config: OperatorConfig) -> Limits:
@@ -135,7 +144,7 @@ async def serve(
 ) -> AsyncGenerator[None]:
     """Serves ``routes`` (over TLS with ``certificate``; None: plain HTTP) until closed; yields once listening.
 
-    Iterated further, it reloads a renewed certificate into the live context (it never yields again).
+    Iterated further, it serves a renewed certificate to new connections (it never yields again).
     It listens on any interface of both address families.
     """
     context = certificate.context() if certificate is not None else None
@@ -150,18 +159,14 @@ async def serve(
     )
     await runner.setup()
     try:
-        await _BoundedSite(runner, port, ssl_context=context, limits=limits).start()
+        site = _BoundedSite(runner, port, ssl_context=context, limits=limits)
+        await site.start()
         yield
-        if certificate is None or context is None:
+        if certificate is None:
             await asyncio.Event().wait()
             return
         while True:
-            await _renewed(certificate, check_interval)
-            try:
-                context.load_cert_chain(certificate.certfile, certificate.keyfile)
-            except (OSError, ssl.SSLError) as exc:  # changed again since they loaded: the next check loads them
-                logger.warning(f"the renewed certificate files changed while loading; trying again: {exc}")
-                continue
+            site.context = await _renewed(certificate, check_interval)
             logger.info(f"serving the renewed certificate on port {port}")
     finally:
         await runner.cleanup()
@@ -191,8 +196,8 @@ class Server:
         await self._sites.aclose()
 
 
-async def _renewed(certificate: Certificate, check_interval: float) -> None:
-    """Returns once the files have changed and load together; until then, the old ones are served."""
+async def _renewed(certificate: Certificate, check_interval: float) -> ssl.SSLContext:
+    """A context of the files once they have changed and load together; until then, the old ones are served."""
     paths = [pathlib.Path(certificate.certfile), pathlib.Path(certificate.keyfile)]
 
     def digest() -> str:
@@ -206,15 +211,17 @@ async def _renewed(certificate: Certificate, check_interval: float) -> None:
         await asyncio.sleep(check_interval)
         try:
             if digest() != initial:
-                certificate.context()  # both files load together: the live context may take them
-                return
+                return certificate.context()  # both files load together
         except (OSError, ssl.SSLError) as exc:  # half-written, or a key of another certificate: keep the old one
             logger.warning(f"the certificate files changed but do not load yet; still serving the old ones: {exc}")
 
 
 class _BoundedSite(aiohttp.web.TCPSite):
-    """aiohttp's TCP site with a TLS handshake timeout and at most ``max_connections`` established connections.
+    """aiohttp's TCP site with a TLS handshake timeout, at most ``max_connections`` established connections, and at
+    most ``connection_rate`` new connections a second from one address.
 
+    It listens in plain TCP: each connection's ``_Gate`` checks its address first and only then starts TLS with
+    ``context`` (the live one: a renewal replaces it), so a connection refused for its address costs no handshake.
     Its host is None: asyncio listens on ``0.0.0.0`` and on ``::`` (IPv6-only), one socket per family.
     """
 
@@ -229,8 +236,12 @@ class _BoundedSite(aiohttp.web.TCPSite):
         super().__init__(
             runner, None, port, ssl_context=ssl_context, backlog=limits.backlog, reuse_address=True, reuse_port=True
         )
-        self._limits = limits
+        self.context = ssl_context
+        self.limits = limits
         self._runner_server = runner.server
+        self._addresses: Buckets[str] | None = None
+        if limits.connection_rate is not None:
+            self._addresses = Buckets(limits.connection_rate, limits.connection_burst)
         self._last_warning = 0.0
 
     async def start(self) -> None:
@@ -239,25 +250,42 @@ class _BoundedSite(aiohttp.web.TCPSite):
             self._protocol,
             self._host,
             self._port,
-            ssl=self._ssl_context,
             backlog=self._backlog,
             reuse_address=self._reuse_address,
             reuse_port=self._reuse_port,
-            ssl_handshake_timeout=self._limits.header_timeout if self._ssl_context is not None else None,
         )
 
     def _protocol(self) -> asyncio.Protocol:
         return _Gate(self)
 
+    def admits(self, transport: asyncio.BaseTransport) -> bool:
+        """Whether a new connection's address is within its rate; if not, the connection is reset (no FIN, no
+        TIME_WAIT), which costs the server about nothing."""
+        if self._addresses is None:
+            return True
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if peer else ""
+        if not self._addresses.take(address):
+            return True
+        transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        assert isinstance(transport, asyncio.Transport)
+        transport.abort()
+        self._warn(f"more than {self.limits.connection_rate:g} new connections a second from {address}: resetting")
+        return False
+
     def full(self) -> bool:
         server = self._runner_server
-        if server is None or len(server.connections) < self._limits.max_connections:
+        if server is None or len(server.connections) < self.limits.max_connections:
             return False
+        self._warn(f"{self.limits.max_connections} connections open: refusing more (503)")
+        return True
+
+    def _warn(self, text: str) -> None:
+        """``text`` in the log, at most once every 10 s: a flood must not flood the log too."""
         now = time.monotonic()
         if now - self._last_warning > 10:
             self._last_warning = now
-            logger.warning(f"{self._limits.max_connections} connections open on port {self._port}: refusing more (503)")
-        return True
+            logger.warning(f"port {self._port}: {text}")
 
 
 _BUSY = b"too many connections open; try again"
@@ -268,7 +296,8 @@ _BUSY_RESPONSE = (
 
 
 class _Gate(asyncio.Protocol):
-    """aiohttp's protocol for one connection, made once it is established (TLS done) if the site is not full.
+    """One connection: reset at once if its address is over its rate (``admits``), then its TLS handshake, then
+    aiohttp's protocol for it if the site is not full.
 
     A connection beyond the limit gets a 503 and is closed (the API server then fails open: ``failurePolicy:
     Ignore``; a progress reporter tries again with its next report). The count is aiohttp's own
@@ -278,8 +307,36 @@ class _Gate(asyncio.Protocol):
     def __init__(self, site: _BoundedSite) -> None:
         self._site = site
         self._handler: aiohttp.web_protocol.RequestHandler | None = None
+        self._handshake: asyncio.Task[None] | None = None
+        self._early: list[bytes] | None = None  # during the handshake: what came with its last bytes, kept for aiohttp
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not self._site.admits(transport):
+            return
+        context = self._site.context
+        if context is None:
+            self._established(transport)
+            return
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()  # the client's hello waits for start_tls (which resumes reading)
+        self._early = []
+        self._handshake = asyncio.get_running_loop().create_task(self._tls(transport, context))
+
+    async def _tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        """The TLS handshake, within ``header_timeout``; a failed one closes the connection (start_tls does)."""
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                transport, self, context, server_side=True, ssl_handshake_timeout=self._site.limits.header_timeout
+            )
+        except OSError:  # no TLS, a refused certificate, the handshake too slow (ConnectionAbortedError), a reset
+            tls = None  # start_tls closed the connection
+        early, self._early = self._early or [], None
+        if tls is not None:
+            self._established(tls)
+        for data in early:
+            self.data_received(data)
+
+    def _established(self, transport: asyncio.BaseTransport) -> None:
         server = self._site._runner_server
         if server is None or self._site.full():
             assert isinstance(transport, asyncio.WriteTransport)
@@ -297,6 +354,8 @@ class _Gate(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._handler is not None:
             self._handler.data_received(data)
+        elif self._early is not None:
+            self._early.append(data)
 
     def eof_received(self) -> None:
         if self._handler is not None:

@@ -41,7 +41,7 @@ class AdmissionServer(kopf.WebhookServer):
     ``__call__`` runs aiohttp with its defaults: an hour for a connection's
     headers, no limit on its body or on the number of connections. A renewed
     certificate (the files checked every ``file_check_interval`` seconds) is
-    loaded into the live context, where kopf's restarts its server and refuses
+    served to new connections, where kopf's restarts its server and refuses
     connections meanwhile.
     """
 
