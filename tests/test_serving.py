@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trustme
 
 from rayjob_advisor.kube import admission, reports
 from rayjob_advisor.kube import serving as serving_module
@@ -187,6 +188,41 @@ def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tm
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             server.answer()  # the old CA no longer verifies it
     assert "the certificate files changed but do not load yet" in caplog.text  # the new certificate, the old key
+
+
+def test_with_a_client_ca_the_webhook_completes_a_handshake_only_with_a_certificate_it_signed(tmp_path, monkeypatch):
+    """Mutual TLS of the API server: no client certificate, or one of another CA (even one the system trusts), and
+    no handshake; the API server's, and the AdmissionReview is answered. A renewed client CA is served within
+    ``CERT_CHECK_SECONDS``, and the old one no longer is."""
+    monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
+    api_server, other = trustme.CA(), trustme.CA()
+    client_ca, system = tmp_path / "client-ca.pem", tmp_path / "system.pem"
+    api_server.cert_pem.write_to_path(str(client_ca))
+    other.cert_pem.write_to_path(str(system))
+    monkeypatch.setenv("SSL_CERT_FILE", str(system))  # what ssl.create_default_context would trust
+    with served("webhook", webhook_client_ca_file=str(client_ca)) as server:
+
+        def presenting(ca: trustme.CA | None) -> ssl.SSLContext:
+            context = ssl.create_default_context(cafile=server.advisor.ca)
+            if ca is not None:
+                ca.issue_cert("kube-apiserver").configure_cert(context)
+            return context
+
+        assert server.answer(presenting(api_server)) == ANSWERS["webhook"]
+        for refused in (None, other):
+            with pytest.raises(urllib.error.URLError):
+                server.answer(presenting(refused))
+        os.replace(system, client_ca)  # a ConfigMap volume swaps the file at once
+        server.advisor.api.wait_until(lambda: _answers(server, presenting(other)), 10)
+        with pytest.raises(urllib.error.URLError):
+            server.answer(presenting(api_server))
+
+
+def test_the_progress_port_asks_no_client_certificate(tmp_path):
+    """Ray pods authenticate with tokens: the webhook's client CA is no business of the progress endpoint."""
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "client-ca.pem"))
+    with served("progress", webhook_client_ca_file=str(tmp_path / "client-ca.pem")) as server:
+        assert server.answer() == ANSWERS["progress"]
 
 
 PORTS = ["webhook", "progress", "healthz", "metrics"]

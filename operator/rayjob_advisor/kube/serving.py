@@ -50,18 +50,24 @@ TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 @dataclasses.dataclass(frozen=True)
 class Certificate:
-    """A server's certificate and key files, and the oldest TLS version it speaks."""
+    """A server's certificate and key files, the oldest TLS version it speaks, and the CA of the client
+    certificates it requires, if any (mutual TLS)."""
 
     certfile: str
     keyfile: str
     min_version: str = "1.2"  # a key of TLS_VERSIONS
+    client_ca: str | None = None  # PEM file; None: no client certificate asked for
 
     def context(self) -> ssl.SSLContext:
-        """A server context of these files (raises when they do not load together)."""
+        """A server context of these files (raises when they do not load together); a client certificate must be of
+        ``client_ca`` alone (a server context trusts none of the system's CAs)."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = TLS_VERSIONS[self.min_version]
         context.set_ciphers(AEAD_CIPHERS)
         context.load_cert_chain(self.certfile, self.keyfile)
+        if self.client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=self.client_ca)
         return context
 
     @classmethod
@@ -197,8 +203,10 @@ class Server:
 
 
 async def _renewed(certificate: Certificate, check_interval: float) -> ssl.SSLContext:
-    """A context of the files once they have changed and load together; until then, the old ones are served."""
-    paths = [pathlib.Path(certificate.certfile), pathlib.Path(certificate.keyfile)]
+    """A context of the files (the client CA's too) once they have changed and load together; until then, the old
+    ones are served."""
+    files = (certificate.certfile, certificate.keyfile, certificate.client_ca)
+    paths = [pathlib.Path(file) for file in files if file is not None]
 
     def digest() -> str:
         hasher = hashlib.sha256()
@@ -211,7 +219,7 @@ async def _renewed(certificate: Certificate, check_interval: float) -> ssl.SSLCo
         await asyncio.sleep(check_interval)
         try:
             if digest() != initial:
-                return certificate.context()  # both files load together
+                return certificate.context()  # the files load together
         except (OSError, ssl.SSLError) as exc:  # half-written, or a key of another certificate: keep the old one
             logger.warning(f"the certificate files changed but do not load yet; still serving the old ones: {exc}")
 
