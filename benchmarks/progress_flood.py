@@ -12,8 +12,9 @@ own, the advisor (and the legitimate reporter) on the others, so what is
 measured is what the flood costs the server, not a CPU the two share
 (``--shared-cpus``: every process on every CPU, as on a node the attacker
 shares). Printed: both medians and p90s, their ratio (the issue's bar: within
-2x), the TokenReviews sent against the distinct tokens seen, and the flood's
-answers by status.
+2x), the CPUs the advisor's process used in each phase (what the flood costs
+the server), the TokenReviews sent against the distinct tokens seen, and the
+flood's answers by status.
 
     .venv/bin/python -m benchmarks.progress_flood [--jobs 20] [--clients 32] [--shared-cpus]
 """
@@ -56,6 +57,14 @@ def report_seconds(advisor: RunningAdvisor, name: str) -> float:
     return took
 
 
+def phase(advisor: RunningAdvisor, prefix: str, jobs: int) -> tuple[list[float], float]:
+    """``jobs`` reports' answer times (``report_seconds``), and the CPUs this process used meanwhile (CPU seconds a
+    second: the controller, the emulated API server and the legitimate reporter; never the attacker)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    took = [report_seconds(advisor, f"{prefix}-{n}") for n in range(jobs)]
+    return took, (time.process_time() - cpu) / (time.perf_counter() - wall)
+
+
 def flood(
     url: str, ca: str, clients: int, cpus: set[int] | None, stop: EventType, counts: multiprocessing.Queue
 ) -> None:
@@ -96,7 +105,7 @@ def main() -> None:
             raise SystemExit("error: a CPU of the attacker's own needs 2 CPUs; run with --shared-cpus")
         os.sched_setaffinity(0, set(cpus[:-1]))  # before any thread starts: the advisor's threads inherit it
     with running_advisor(objects=[profile_manifest()], progress=True, timeout=120, **QUICK_REFITS) as advisor:
-        quiet = [report_seconds(advisor, f"quiet-{n}") for n in range(args.jobs)]
+        quiet, quiet_cpus = phase(advisor, "quiet", args.jobs)
         reviews = len(advisor.api.requests("POST", "tokenreviews"))
         processes = multiprocessing.get_context("spawn")  # no fork of a process running threads (kopf's)
         stop, counts = processes.Event(), processes.Queue()
@@ -106,7 +115,7 @@ def main() -> None:
         attacker.start()
         time.sleep(1)  # the flood is on
         try:
-            flooded = [report_seconds(advisor, f"flooded-{n}") for n in range(args.jobs)]
+            flooded, flooded_cpus = phase(advisor, "flooded", args.jobs)
         finally:
             stop.set()
             answers = counts.get(timeout=60)
@@ -119,6 +128,7 @@ def main() -> None:
         "every CPU shared" if attacker_cpus is None else f"the attacker on CPU {cpus[-1]}, the advisor on {cpus[:-1]}"
     )
     print(f"ratio flooded/quiet p50: {f50 / q50:.2f}x (issue 21's bar: <= 2x; {placement})")
+    print(f"the advisor's process used {quiet_cpus:.2f} CPUs quiet, {flooded_cpus:.2f} flooded")
     print(
         f"flood: {sum(answers.values())} requests from {args.clients} clients, answers {dict(sorted(answers.items()))}"
     )
