@@ -315,7 +315,7 @@ class _Gate(asyncio.Protocol):
     def __init__(self, site: _BoundedSite) -> None:
         self._site = site
         self._handler: aiohttp.web_protocol.RequestHandler | None = None
-        self._handshake: asyncio.Task[None] | None = None
+        self._handshake: asyncio.Task[None] | None = None  # kept: the loop holds its tasks only weakly
         self._early: list[bytes] | None = None  # during the handshake: what came with its last bytes, kept for aiohttp
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
