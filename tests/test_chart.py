@@ -37,6 +37,7 @@ VALUE_SETS = {
     "single namespace": {"namespaces": ["ml-team"], "dashboard": {"namespace": "monitoring"}},
     "shared profiles": {"namespaces": ["ml-team"], "sharedProfileNamespaces": ["platform", "ml-team"]},
     "network policy off": {"networkPolicy": {"enabled": False}},
+    "mutual TLS": {"webhook": {"enabled": True, "clientCA": {"configMap": "apiserver-ca", "key": "client-ca.pem"}}},
     "progress and hooks": {"progress": {"enabled": True}, "hooks": ["kueue", "karpenter", "progress"]},
     "operator certificates": {"certificates": {"mode": "operator"}, "progress": {"enabled": True}},
 }
@@ -610,6 +611,22 @@ def test_the_oldest_tls_version_is_a_value_both_roles_get():
         objects = render({**values, "progress": {"enabled": True}})
         for name in ("advisor-rayjob-advisor-controller", "advisor-rayjob-advisor-webhook"):
             assert env_of(objects, name)["RAYJOB_ADVISOR_TLS_MIN_VERSION"] == version
+
+
+def test_a_client_ca_config_map_makes_the_webhook_ask_the_api_server_for_its_certificate():
+    """Opt-in mutual TLS: the ConfigMap's key is mounted into the webhook's pods, whose settings point at it; the
+    controller (its progress endpoint) asks for no client certificate."""
+    webhook, controller = "advisor-rayjob-advisor-webhook", "advisor-rayjob-advisor-controller"
+    assert "RAYJOB_ADVISOR_WEBHOOK_CLIENT_CA_FILE" not in env_of(render({}), webhook)
+    objects = render({"progress": {"enabled": True}, "webhook": {"clientCA": {"configMap": "apiserver-ca"}}})
+    path = env_of(objects, webhook)["RAYJOB_ADVISOR_WEBHOOK_CLIENT_CA_FILE"]
+    assert "RAYJOB_ADVISOR_WEBHOOK_CLIENT_CA_FILE" not in env_of(objects, controller)
+    (found,) = [d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == webhook]
+    pod = found["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if "configMap" in v]
+    assert volume["configMap"] == {"name": "apiserver-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    assert path == f"{mount['mountPath']}/ca.crt"
 
 
 def test_cert_manager_mode_signs_the_serving_certificate_with_a_ca_of_its_own():

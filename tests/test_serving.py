@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trustme
 
 from rayjob_advisor.kube import admission, reports
 from rayjob_advisor.kube import serving as serving_module
@@ -47,13 +48,13 @@ class Served:
     def port(self) -> int:
         return self.advisor.config.webhook_port if self.kind == "webhook" else self.advisor.config.progress_port
 
-    def answer(self, context: ssl.SSLContext | None = None) -> int:
-        """The status of a request this server answers at once (``ANSWERS``)."""
+    def answer(self, context: ssl.SSLContext | None = None, source: str | None = None) -> int:
+        """The status of a request this server answers at once (``ANSWERS``), sent from ``source`` if given."""
         if self.kind == "webhook":
             body: dict[str, Any] = Webhook.envelope(make_rayjob())
         else:
             body = {"namespace": "default", "name": "x", "done": 1, "total": 2}
-        return self.endpoint.post(json.dumps(body).encode(), context=context)[0]
+        return self.endpoint.post(json.dumps(body).encode(), context=context, source=source)[0]
 
 
 @contextlib.contextmanager
@@ -149,6 +150,30 @@ def test_connections_beyond_the_limit_get_a_503_at_once(kind):
 
 
 @pytest.mark.parametrize("kind", SERVERS)
+def test_an_address_over_its_rate_of_new_connections_is_reset_before_tls_while_others_are_served(kind, monkeypatch):
+    """The progress port resets an address's new connections beyond its burst at once, before any handshake (a
+    flood of them costs no TLS); another address is answered meanwhile. The webhook port, whose API server calls
+    come from few addresses, resets none. (A refill of 1 a second: a slow machine opening the flood slowly does
+    not refill the bucket as it would at the real rate.)"""
+    monkeypatch.setattr(reports, "CONNECTION_RATE", 1.0)
+    burst = int(reports.CONNECTION_BURST)
+    with served(kind) as server:
+        flood = [
+            socket.create_connection(("127.0.0.1", server.port), timeout=10, source_address=("127.0.0.2", 0))
+            for _ in range(burst + 30)
+        ]  # no TLS hello sent: the server holds them for header_timeout (5 s), unless it resets them
+        if kind == "progress":  # resets arrive within moments; a held connection stays open for 5 s
+            server.advisor.api.wait_until(lambda: [_open(c) for c in flood[burst:]].count(False) >= 20 or None, 3)
+            assert all(_open(connection) for connection in flood[: burst // 2])
+        else:
+            time.sleep(0.3)
+            assert all(_open(connection) for connection in flood)
+        assert server.answer(source="127.0.0.3") == ANSWERS[kind]
+        for connection in flood:
+            connection.close()
+
+
+@pytest.mark.parametrize("kind", SERVERS)
 def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tmp_path, caplog):
     monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
     with served(kind) as server:
@@ -167,6 +192,41 @@ def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tm
     assert "the certificate files changed but do not load yet" in caplog.text  # the new certificate, the old key
 
 
+def test_with_a_client_ca_the_webhook_completes_a_handshake_only_with_a_certificate_it_signed(tmp_path, monkeypatch):
+    """Mutual TLS of the API server: no client certificate, or one of another CA (even one the system trusts), and
+    no handshake; the API server's, and the AdmissionReview is answered. A renewed client CA is served within
+    ``CERT_CHECK_SECONDS``, and the old one no longer is."""
+    monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
+    api_server, other = trustme.CA(), trustme.CA()
+    client_ca, system = tmp_path / "client-ca.pem", tmp_path / "system.pem"
+    api_server.cert_pem.write_to_path(str(client_ca))
+    other.cert_pem.write_to_path(str(system))
+    monkeypatch.setenv("SSL_CERT_FILE", str(system))  # what ssl.create_default_context would trust
+    with served("webhook", webhook_client_ca_file=str(client_ca)) as server:
+
+        def presenting(ca: trustme.CA | None) -> ssl.SSLContext:
+            context = ssl.create_default_context(cafile=server.advisor.ca)
+            if ca is not None:
+                ca.issue_cert("kube-apiserver").configure_cert(context)
+            return context
+
+        assert server.answer(presenting(api_server)) == ANSWERS["webhook"]
+        for refused in (None, other):
+            with pytest.raises(urllib.error.URLError):
+                server.answer(presenting(refused))
+        os.replace(system, client_ca)  # a ConfigMap volume swaps the file at once
+        server.advisor.api.wait_until(lambda: _answers(server, presenting(other)), 10)
+        with pytest.raises(urllib.error.URLError):
+            server.answer(presenting(api_server))
+
+
+def test_the_progress_port_asks_no_client_certificate(tmp_path):
+    """Ray pods authenticate with tokens: the webhook's client CA is no business of the progress endpoint."""
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "client-ca.pem"))
+    with served("progress", webhook_client_ca_file=str(tmp_path / "client-ca.pem")) as server:
+        assert server.answer() == ANSWERS["progress"]
+
+
 PORTS = ["webhook", "progress", "healthz", "metrics"]
 PATHS = {"webhook": "/advise", "progress": reports.PATH, "healthz": "/healthz", "metrics": "/metrics"}
 
@@ -179,9 +239,10 @@ class Port:
     context: ssl.SSLContext | None
     path: str
 
-    def connect(self, host: str = "127.0.0.1", handshake: bool = True) -> socket.socket:
-        """A connection (its TLS handshake done if ``handshake``) that has sent nothing yet."""
-        raw = socket.create_connection((host, self.number), timeout=10)
+    def connect(self, host: str = "127.0.0.1", handshake: bool = True, source: str | None = None) -> socket.socket:
+        """A connection (its TLS handshake done if ``handshake``; from the address ``source`` if given) that has sent
+        nothing yet."""
+        raw = socket.create_connection((host, self.number), timeout=10, source_address=(source, 0) if source else None)
         if self.context is None or not handshake:
             return raw
         return self.context.wrap_socket(raw, server_hostname="127.0.0.1")
@@ -226,11 +287,12 @@ def _open(connection: socket.socket) -> bool:
 @pytest.mark.parametrize("kind", PORTS)
 def test_slow_clients_are_dropped_on_every_port(kind):
     """150 connections that send nothing, or a request a byte at a time: at most 10 % are still open after 8 s,
-    and the port answers meanwhile (kopf's /healthz and prometheus_client's /metrics held all 150)."""
+    and the port answers meanwhile (kopf's /healthz and prometheus_client's /metrics held all 150). Each comes from
+    an address of its own, as from many pods: within the progress port's rate of new connections per address."""
     with listening(kind) as port:
         request = f"GET {port.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: {'a' * 200}".encode()
-        silent = [port.connect(handshake=False) for _ in range(75)]
-        trickling = [port.connect() for _ in range(75)]
+        silent = [port.connect(handshake=False, source=f"127.0.1.{n}") for n in range(75)]
+        trickling = [port.connect(source=f"127.0.2.{n}") for n in range(75)]
         start, sent = time.monotonic(), 0
         while time.monotonic() - start < 8:
             for connection in trickling:
@@ -284,7 +346,7 @@ def test_tls_1_3_only_refuses_a_tls_1_2_client():
 
 @pytest.mark.parametrize("kind", SERVERS)
 def test_a_renewal_with_a_slow_request_in_flight_refuses_no_new_connection(kind, monkeypatch, tmp_path):
-    """The renewed certificate is loaded into the live context: the listener is never closed (a restart of the
+    """The renewed certificate is served to new connections: the listener is never closed (a restart of the
     server waited for the slow request and refused connections meanwhile)."""
     monkeypatch.setattr(serving_module, "CERT_CHECK_SECONDS", 0.2)
     with served(kind, webhook_body_timeout_seconds=10, webhook_header_timeout_seconds=10) as server:

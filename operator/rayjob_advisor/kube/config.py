@@ -112,6 +112,13 @@ class OperatorConfig(pydantic.BaseModel):
         description="with tls_secret: the MutatingWebhookConfiguration whose caBundle the controller's leader keeps "
         "(every webhook of it)",
     )
+    webhook_client_ca_file: str | None = pydantic.Field(
+        default=None,
+        description="the webhook's: the CA (PEM) of the client certificate the API server presents to webhooks "
+        "(its admission configuration's kubeconfig); set: the webhook port completes a TLS handshake only with a "
+        "client certificate it signed (mutual TLS; reloaded when it changes). The progress endpoint, /healthz and "
+        "/metrics ask for none",
+    )
     webhook_header_timeout_seconds: float = pydantic.Field(
         default=5.0,
         gt=0,

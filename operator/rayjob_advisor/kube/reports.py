@@ -10,8 +10,9 @@ the job's RayCluster (its ``ray.io/cluster`` label is the job's
 either). A token that names no pod is taken only from the head pod's service
 account, with the job's ``uid`` in the report.
 
-Any pod of the cluster can reach the endpoint, so every cost is bounded: a
-token's review is remembered (accepted: ``REVIEW_SECONDS``, refused:
+Any pod of the cluster can reach the endpoint, so every cost is bounded: an
+address's new connections beyond ``CONNECTION_RATE`` are reset before their
+TLS handshake (``serving``); a token's review is remembered (accepted: ``REVIEW_SECONDS``, refused:
 ``REFUSAL_SECONDS``) and asked once however many requests carry it, and
 never retried; a token bucket per client address (before the review) and per
 service account (after it) answers 429 with ``Retry-After``; reports closer
@@ -61,6 +62,9 @@ REVIEW_SECONDS = 60.0  # an accepted token's review is reused this long
 REFUSAL_SECONDS = 10.0  # a refused token's
 REPORT_SECONDS = 5.0  # a job's reports closer than this (from one pod) are answered with the last ETA
 SOURCE_RATE, SOURCE_BURST = 10.0, 50.0  # requests per second, and at once, from one client address
+# New connections per second, and at once, from one client address, before TLS: twice its requests', so a client
+# within them gets its 429 (with Retry-After); a flood beyond is reset before its handshake
+CONNECTION_RATE, CONNECTION_BURST = 2 * SOURCE_RATE, 2 * SOURCE_BURST
 SUBJECT_RATE, SUBJECT_BURST = 2.0, 20.0  # reports per second, and at once, of one service account
 WORKERS = 4  # the endpoint's own threads for its API calls
 logger = logging.getLogger(__name__)
@@ -130,7 +134,7 @@ class ProgressServer:
     """The HTTPS server of ``POST /progress`` in the operator's event loop (API calls in its own threads).
 
     It is ``serving``'s, as the webhook's is: bounded connections, body size and times, and a renewed
-    certificate loaded into the live context once its files change.
+    certificate served to new connections once its files change.
     """
 
     def __init__(
@@ -159,7 +163,8 @@ class ProgressServer:
     async def start(self) -> None:
         """Listening once this returns (certificate files that do not load raise here); serving until ``stop``."""
         route = serving.post(PATH, self.serve, limits=self.limits, max_bytes=MAX_REPORT_BYTES)
-        self._server = serving.Server([route], port=self.port, limits=self.limits, certificate=self.certificate)
+        limits = dataclasses.replace(self.limits, connection_rate=CONNECTION_RATE, connection_burst=CONNECTION_BURST)
+        self._server = serving.Server([route], port=self.port, limits=limits, certificate=self.certificate)
         await self._server.start()
 
     async def stop(self) -> None:

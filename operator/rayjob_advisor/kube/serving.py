@@ -4,16 +4,21 @@ Slow or numerous clients cannot hold it (slow-loris): a connection's TLS
 handshake, and its request line and headers, get ``header_timeout``; its body
 ``body_timeout`` (408, closed) and at most the route's ``max_bytes`` (413);
 beyond ``max_connections`` open connections a new one gets a 503 and is
-closed. Every listener is dual-stack (IPv4 and IPv6: any interface of both
-families), so probes and clients reach it on IPv6-only clusters too. TLS is
-1.2 or newer (``tls_min_version``) with AEAD suites only (no CBC). A
-renewed certificate (cert-manager's, or a replaced Secret) is served without
-a restart and without closing the listener: mounted Secrets send no events,
-so the files are re-read every ``CERT_CHECK_SECONDS``, and once they have
-changed and load together they are loaded into the live context (new
-connections get them; connections in flight go on). Files that do not load
-at the start (the Secret the controller fills, ``certificates``, mounted
-empty until then) keep the port closed, said in one log line, until they do.
+closed. A port may also take at most ``connection_rate`` new connections a
+second from one client address (a token bucket, ``connection_burst`` at
+once): beyond, the connection is reset before its TLS handshake, the cost of
+a flood of new connections (the progress port's; never the webhook's, whose
+API server calls come from few addresses). Every listener is dual-stack (IPv4
+and IPv6: any interface of both families), so probes and clients reach it on
+IPv6-only clusters too. TLS is 1.2 or newer (``tls_min_version``) with AEAD
+suites only (no CBC). A renewed certificate (cert-manager's, or a replaced
+Secret) is served without a restart and without closing the listener:
+mounted Secrets send no events, so the files are re-read every
+``CERT_CHECK_SECONDS``, and once they have changed and load together, new
+connections get a context of them (connections in flight go on). Files that
+do not load at the start (the Secret the controller fills, ``certificates``,
+mounted empty until then) keep the port closed, said in one log line, until
+they do.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import dataclasses
 import hashlib
 import logging
 import pathlib
+import socket
 import ssl
+import struct
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 
@@ -32,6 +39,7 @@ import aiohttp.web
 import aiohttp.web_protocol
 
 from rayjob_advisor.kube.config import OperatorConfig
+from rayjob_advisor.kube.throttle import Buckets
 
 CERT_CHECK_SECONDS = 10.0  # kopf's default is 60; a mounted Secret is updated within about a minute anyway
 logger = logging.getLogger(__name__)
@@ -45,18 +53,24 @@ TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 @dataclasses.dataclass(frozen=True)
 class Certificate:
-    """A server's certificate and key files, and the oldest TLS version it speaks."""
+    """A server's certificate and key files, the oldest TLS version it speaks, and the CA of the client
+    certificates it requires, if any (mutual TLS)."""
 
     certfile: str
     keyfile: str
     min_version: str = "1.2"  # a key of TLS_VERSIONS
+    client_ca: str | None = None  # PEM file; None: no client certificate asked for
 
     def context(self) -> ssl.SSLContext:
-        """A server context of these files (raises when they do not load together)."""
+        """A server context of these files (raises when they do not load together); a client certificate must be of
+        ``client_ca`` alone (a server context trusts none of the system's CAs)."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = TLS_VERSIONS[self.min_version]
         context.set_ciphers(AEAD_CIPHERS)
         context.load_cert_chain(self.certfile, self.keyfile)
+        if self.client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=self.client_ca)
         return context
 
     def loads(self) -> bool:
@@ -83,6 +97,8 @@ class Limits:
     body_timeout: float = 5.0  # the whole request body, once the headers are in
     max_connections: int = 256  # established connections; beyond: 503 and closed
     backlog: int = 128  # the listening socket's queue of connections not yet accepted
+    connection_rate: float | None = None  # new connections a second from one address; beyond: reset; None: any
+    connection_burst: float = 1.0  # new connections at once from one address
 
     @classmethod
     def of(cls, config: OperatorConfig) -> Limits:
@@ -146,7 +162,7 @@ async def serve(
     """Serves ``routes`` (over TLS with ``certificate``; None: plain HTTP) until closed; yields once listening (once
     the certificate's files load).
 
-    Iterated further, it reloads a renewed certificate into the live context (it never yields again).
+    Iterated further, it serves a renewed certificate to new connections (it never yields again).
     It listens on any interface of both address families.
     """
     context = await _loaded(certificate, check_interval) if certificate is not None else None
@@ -161,18 +177,14 @@ async def serve(
     )
     await runner.setup()
     try:
-        await _BoundedSite(runner, port, ssl_context=context, limits=limits).start()
+        site = _BoundedSite(runner, port, ssl_context=context, limits=limits)
+        await site.start()
         yield
-        if certificate is None or context is None:
+        if certificate is None:
             await asyncio.Event().wait()
             return
         while True:
-            await _renewed(certificate, check_interval)
-            try:
-                context.load_cert_chain(certificate.certfile, certificate.keyfile)
-            except (OSError, ssl.SSLError) as exc:  # changed again since they loaded: the next check loads them
-                logger.warning(f"the renewed certificate files changed while loading; trying again: {exc}")
-                continue
+            site.context = await _renewed(certificate, check_interval)
             logger.info(f"serving the renewed certificate on port {port}")
     finally:
         await runner.cleanup()
@@ -224,9 +236,11 @@ async def _exhausted(sites: AsyncGenerator[None]) -> None:
         pass
 
 
-async def _renewed(certificate: Certificate, check_interval: float) -> None:
-    """Returns once the files have changed and load together; until then, the old ones are served."""
-    paths = [pathlib.Path(certificate.certfile), pathlib.Path(certificate.keyfile)]
+async def _renewed(certificate: Certificate, check_interval: float) -> ssl.SSLContext:
+    """A context of the files (the client CA's too) once they have changed and load together; until then, the old
+    ones are served."""
+    files = (certificate.certfile, certificate.keyfile, certificate.client_ca)
+    paths = [pathlib.Path(file) for file in files if file is not None]
 
     def digest() -> str:
         hasher = hashlib.sha256()
@@ -239,15 +253,17 @@ async def _renewed(certificate: Certificate, check_interval: float) -> None:
         await asyncio.sleep(check_interval)
         try:
             if digest() != initial:
-                certificate.context()  # both files load together: the live context may take them
-                return
+                return certificate.context()  # the files load together
         except (OSError, ssl.SSLError) as exc:  # half-written, or a key of another certificate: keep the old one
             logger.warning(f"the certificate files changed but do not load yet; still serving the old ones: {exc}")
 
 
 class _BoundedSite(aiohttp.web.TCPSite):
-    """aiohttp's TCP site with a TLS handshake timeout and at most ``max_connections`` established connections.
+    """aiohttp's TCP site with a TLS handshake timeout, at most ``max_connections`` established connections, and at
+    most ``connection_rate`` new connections a second from one address.
 
+    It listens in plain TCP: each connection's ``_Gate`` checks its address first and only then starts TLS with
+    ``context`` (the live one: a renewal replaces it), so a connection refused for its address costs no handshake.
     Its host is None: asyncio listens on ``0.0.0.0`` and on ``::`` (IPv6-only), one socket per family.
     """
 
@@ -262,8 +278,12 @@ class _BoundedSite(aiohttp.web.TCPSite):
         super().__init__(
             runner, None, port, ssl_context=ssl_context, backlog=limits.backlog, reuse_address=True, reuse_port=True
         )
-        self._limits = limits
+        self.context = ssl_context
+        self.limits = limits
         self._runner_server = runner.server
+        self._addresses: Buckets[str] | None = None
+        if limits.connection_rate is not None:
+            self._addresses = Buckets(limits.connection_rate, limits.connection_burst)
         self._last_warning = 0.0
 
     async def start(self) -> None:
@@ -272,25 +292,42 @@ class _BoundedSite(aiohttp.web.TCPSite):
             self._protocol,
             self._host,
             self._port,
-            ssl=self._ssl_context,
             backlog=self._backlog,
             reuse_address=self._reuse_address,
             reuse_port=self._reuse_port,
-            ssl_handshake_timeout=self._limits.header_timeout if self._ssl_context is not None else None,
         )
 
     def _protocol(self) -> asyncio.Protocol:
         return _Gate(self)
 
+    def admits(self, transport: asyncio.BaseTransport) -> bool:
+        """Whether a new connection's address is within its rate; if not, the connection is reset (no FIN, no
+        TIME_WAIT), which costs the server about nothing."""
+        if self._addresses is None:
+            return True
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if peer else ""
+        if not self._addresses.take(address):
+            return True
+        transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        assert isinstance(transport, asyncio.Transport)
+        transport.abort()
+        self._warn(f"more than {self.limits.connection_rate:g} new connections a second from {address}: resetting")
+        return False
+
     def full(self) -> bool:
         server = self._runner_server
-        if server is None or len(server.connections) < self._limits.max_connections:
+        if server is None or len(server.connections) < self.limits.max_connections:
             return False
+        self._warn(f"{self.limits.max_connections} connections open: refusing more (503)")
+        return True
+
+    def _warn(self, text: str) -> None:
+        """``text`` in the log, at most once every 10 s: a flood must not flood the log too."""
         now = time.monotonic()
         if now - self._last_warning > 10:
             self._last_warning = now
-            logger.warning(f"{self._limits.max_connections} connections open on port {self._port}: refusing more (503)")
-        return True
+            logger.warning(f"port {self._port}: {text}")
 
 
 _BUSY = b"too many connections open; try again"
@@ -301,7 +338,8 @@ _BUSY_RESPONSE = (
 
 
 class _Gate(asyncio.Protocol):
-    """aiohttp's protocol for one connection, made once it is established (TLS done) if the site is not full.
+    """One connection: reset at once if its address is over its rate (``admits``), then its TLS handshake, then
+    aiohttp's protocol for it if the site is not full.
 
     A connection beyond the limit gets a 503 and is closed (the API server then fails open: ``failurePolicy:
     Ignore``; a progress reporter tries again with its next report). The count is aiohttp's own
@@ -311,8 +349,36 @@ class _Gate(asyncio.Protocol):
     def __init__(self, site: _BoundedSite) -> None:
         self._site = site
         self._handler: aiohttp.web_protocol.RequestHandler | None = None
+        self._handshake: asyncio.Task[None] | None = None  # kept: the loop holds its tasks only weakly
+        self._early: list[bytes] | None = None  # during the handshake: what came with its last bytes, kept for aiohttp
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not self._site.admits(transport):
+            return
+        context = self._site.context
+        if context is None:
+            self._established(transport)
+            return
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()  # the client's hello waits for start_tls (which resumes reading)
+        self._early = []
+        self._handshake = asyncio.get_running_loop().create_task(self._tls(transport, context))
+
+    async def _tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        """The TLS handshake, within ``header_timeout``; a failed one closes the connection (start_tls does)."""
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                transport, self, context, server_side=True, ssl_handshake_timeout=self._site.limits.header_timeout
+            )
+        except OSError:  # no TLS, a refused certificate, the handshake too slow (ConnectionAbortedError), a reset
+            tls = None  # start_tls closed the connection
+        early, self._early = self._early or [], None
+        if tls is not None:
+            self._established(tls)
+        for data in early:
+            self.data_received(data)
+
+    def _established(self, transport: asyncio.BaseTransport) -> None:
         server = self._site._runner_server
         if server is None or self._site.full():
             assert isinstance(transport, asyncio.WriteTransport)
@@ -330,6 +396,8 @@ class _Gate(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._handler is not None:
             self._handler.data_received(data)
+        elif self._early is not None:
+            self._early.append(data)
 
     def eof_received(self) -> None:
         if self._handler is not None:

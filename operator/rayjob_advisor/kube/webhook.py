@@ -15,6 +15,7 @@ cluster.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -41,7 +42,7 @@ class AdmissionServer(kopf.WebhookServer):
     ``__call__`` runs aiohttp with its defaults: an hour for a connection's
     headers, no limit on its body or on the number of connections. A renewed
     certificate (the files checked every ``file_check_interval`` seconds) is
-    loaded into the live context, where kopf's restarts its server and refuses
+    served to new connections, where kopf's restarts its server and refuses
     connections meanwhile.
     """
 
@@ -97,6 +98,9 @@ class AdmissionServer(kopf.WebhookServer):
 def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     """HTTPS on ``webhook_port`` with the mounted certificate; the chart owns the webhook configuration.
 
+    With ``webhook_client_ca_file``, only a client with a certificate of that CA (the API server's) completes a
+    handshake: another pod cannot send a forged AdmissionReview naming another namespace and read its prediction.
+
     The certificate files are re-read every ``serving.CERT_CHECK_SECONDS``: the server restarts with a
     renewed certificate (cert-manager's, or the chart's Secret replaced) without a new pod.
     """
@@ -107,7 +111,7 @@ def serve(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
         port=config.webhook_port,
         file_check_interval=serving.CERT_CHECK_SECONDS,
         limits=serving.Limits.of(config),
-        certificate=certificate,
+        certificate=dataclasses.replace(certificate, client_ca=config.webhook_client_ca_file),
     )
     settings.admission.managed = None
 
