@@ -1,0 +1,69 @@
+"""Profiling plans (issue 23): the plan file, the sequential design, resuming, the CLI, a simulation on a trace."""
+
+from __future__ import annotations
+
+from rayjob_advisor.observations import Observation
+from rayjob_advisor.planning import plan as planning
+from rayjob_advisor.planning.plan import Plan, PlannedRun
+from rayjob_advisor.planning.sequential import cost
+
+SPEC = {
+    "workload": "toy",
+    "candidates": {"workers": [1, 2, 4], "dataset_sizes": [1000, 4000, 16000], "batch_per_worker": [32, 64]},
+    "targets": {"workers": [16], "dataset_sizes": [64000], "batch_per_worker": [64]},
+    "gpus_per_worker": 1,
+    "workers_per_node": 4,
+    "repeats": 2,
+}
+
+
+def lab(run: PlannedRun) -> Observation:
+    """A synchronous data-parallel job: compute per sample, a sync per step growing with the ring, a fixed start."""
+    steps = -(-run.dataset_size // run.batch_size)
+    per_step = 0.002 * run.batch_size / run.workers + (0.05 * (run.workers - 1) / run.workers if run.workers > 1 else 0)
+    seconds = 5.0 + steps * per_step * (1.0 + 0.01 * run.repeat)
+    return Observation.measured(run, nodes=run.nodes, execution_seconds=seconds)
+
+
+def follow(plan: Plan, measured: list[Observation]) -> tuple[Plan, list[Observation]]:
+    """Run a plan to its end in the lab: what ``profile --plan`` does with Ray Train."""
+    while True:
+        planned, _ = planning.advance(plan, measured)
+        if not planned.next:
+            return planned, measured
+        measured = measured + [lab(run) for run in planned.next]
+
+
+def test_the_plan_spends_at_most_its_budget_on_fewer_runs_than_the_grid():
+    grid = [lab(run) for run in Plan.model_validate({**SPEC, "goal": 0.01}).candidate_runs()]
+    budget = 0.25 * cost(grid)
+    plan = Plan.model_validate({**SPEC, "budget_seconds": budget})
+    planned, measured = follow(plan, [])
+    assert planned.status is not None and planned.status.stop == "budget"
+    assert 9 <= len(measured) < len(grid) / 2
+    assert planned.status.spent <= budget
+    assert {run.workers for run in measured} >= {1, 4}  # the design reaches the largest candidates too
+    assert planned.status.expected_error is not None and 0 < planned.status.expected_error < 1
+
+
+def test_the_plan_stops_at_its_goal():
+    planned, measured = follow(Plan.model_validate({**SPEC, "goal": 2.0}), [])
+    assert planned.status is not None and planned.status.stop == "goal"
+    assert len(measured) == 9  # the seed batch, then the first model is within the goal
+    assert planned.status.expected_error is not None and planned.status.expected_error <= 2.0
+
+
+def test_a_plan_resumes_from_its_results_and_never_repeats_a_run():
+    plan = Plan.model_validate({**SPEC, "goal": 0.01})
+    first, _ = planning.advance(plan, [])
+    assert len(first.next) == 9 and first.status is not None and first.status.expected_cost is None
+    done = [lab(run) for run in first.next[:5]]
+    other = Observation(workload="other", dataset_size=1000, workers=1, execution_seconds=1.0)
+    resumed, _ = planning.advance(plan, [other, *done])
+    assert resumed.status is not None and resumed.status.measured == 5  # the other workload's run is not the plan's
+    assert len(resumed.next) == 4
+    assert not {(r.key, r.repeat) for r in resumed.next} & {(r.key, r.repeat) for r in first.next[:5]}
+    assert all(run.expected_cost is not None and run.expected_cost > 0 for run in resumed.next)
+    twice = [lab(first.next[0]), lab(first.next[0])]  # a configuration run twice is its repeats 0 and 1
+    used, marked = planning.measured_runs(plan, twice)
+    assert len(used) == 2 and sum(marked) == 2
