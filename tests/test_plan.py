@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchmarks import plan as simulation
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.planning import plan as planning
 from rayjob_advisor.planning.plan import Plan, PlannedRun
@@ -67,3 +68,13 @@ def test_a_plan_resumes_from_its_results_and_never_repeats_a_run():
     twice = [lab(first.next[0]), lab(first.next[0])]  # a configuration run twice is its repeats 0 and 1
     used, marked = planning.measured_runs(plan, twice)
     assert len(used) == 2 and sum(marked) == 2
+
+
+def test_on_a_trace_the_plan_is_as_good_as_the_grid_for_a_quarter_of_its_cost():
+    """The simulation of ``benchmarks.plan`` on the shipped CPU profile (its Done-means, on one trace)."""
+    result = simulation.simulate("digits-cnn")
+    assert result.plan.cost <= simulation.BUDGET * result.grid.cost
+    assert result.plan.runs < result.grid.runs
+    assert result.plan.mape <= simulation.RATIO * result.grid.mape
+    assert result.plan.mape < result.random_mape
+    assert result.plan.coverage >= simulation.COVERAGE and result.plan.mape <= result.stated
