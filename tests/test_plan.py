@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import pathlib
+
+import pytest
+import yaml
+
 from benchmarks import plan as simulation
-from rayjob_advisor.observations import Observation
+from rayjob_advisor.cli.verbs import main
+from rayjob_advisor.errors import BadPlan
+from rayjob_advisor.observations import Observation, write_observations
 from rayjob_advisor.planning import plan as planning
 from rayjob_advisor.planning.plan import Plan, PlannedRun
 from rayjob_advisor.planning.sequential import cost
@@ -68,6 +75,47 @@ def test_a_plan_resumes_from_its_results_and_never_repeats_a_run():
     twice = [lab(first.next[0]), lab(first.next[0])]  # a configuration run twice is its repeats 0 and 1
     used, marked = planning.measured_runs(plan, twice)
     assert len(used) == 2 and sum(marked) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("workload: [", "not a YAML or JSON document"),
+        ("- 1\n- 2", "expected a mapping of the plan's fields"),
+        (yaml.safe_dump({**SPEC}), "a plan needs budget_seconds, goal or max_runs"),
+        (yaml.safe_dump({**SPEC, "goal": 0.1, "candidates": {**SPEC["candidates"], "workers": [0]}}),
+         "candidates.workers.0: Input should be greater than 0"),
+        (yaml.safe_dump({**SPEC, "goal": 0.1, "targets": {"workers": [8], "dataset_sizes": [10]}}),
+         "give batch_per_worker or batch_sizes (global), one of them"),
+        (yaml.safe_dump({**SPEC, "goal": 0.1, "budget": 3}), "budget: Extra inputs are not permitted"),
+    ],
+)  # fmt: skip
+def test_a_bad_plan_file_is_one_line_of_error(tmp_path: pathlib.Path, capsys, text: str, message: str):
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(BadPlan, match=r"plan\.yaml: "):
+        planning.read_plan(path)
+    for argv in (["plan", str(path)], ["profile", "--plan", str(path), "--out", str(tmp_path / "runs.csv")]):
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("rayjob-advisor: error: ") and message in line
+
+
+def test_the_plan_command_prints_and_writes_the_next_runs(tmp_path: pathlib.Path, capsys):
+    spec, out, results = tmp_path / "plan.yaml", tmp_path / "next.yaml", tmp_path / "runs.csv"
+    spec.write_text(yaml.safe_dump({**SPEC, "budget_seconds": 5000}))
+    assert main(["plan", str(spec), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "expected error at the targets: unknown until 9 runs are measured" in printed
+    seed = planning.read_plan(out)
+    assert len(seed.next) == 9 and seed.status is not None and seed.status.stop is None
+    write_observations(results, [lab(run) for run in seed.next])
+    assert main(["plan", str(out), "--results", str(results), "--format", "json"]) == 0
+    document = yaml.safe_load(capsys.readouterr().out)
+    assert document["status"]["measured"] == 9 and document["status"]["expected_error"] > 0
+    assert document["next"] and all(run["expected_cost"] > 0 for run in document["next"])
+    ((target),) = document["status"]["targets"]  # the prediction at the target, from the runs so far
+    assert target["workers"] == 16 and 0 < target["seconds"] <= target["upper"]
 
 
 def test_on_a_trace_the_plan_is_as_good_as_the_grid_for_a_quarter_of_its_cost():
