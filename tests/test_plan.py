@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import pathlib
 
+import numpy as np
 import pytest
 import yaml
 
 from benchmarks import plan as simulation
 from rayjob_advisor.cli.verbs import main
 from rayjob_advisor.errors import BadPlan
+from rayjob_advisor.models import design
 from rayjob_advisor.observations import Observation, write_observations
+from rayjob_advisor.planning import optimal
 from rayjob_advisor.planning import plan as planning
 from rayjob_advisor.planning.plan import Plan, PlannedRun
 from rayjob_advisor.planning.sequential import cost
@@ -126,3 +129,22 @@ def test_on_a_trace_the_plan_is_as_good_as_the_grid_for_a_quarter_of_its_cost():
     assert result.plan.mape <= simulation.RATIO * result.grid.mape
     assert result.plan.mape < result.random_mape
     assert result.plan.coverage >= simulation.COVERAGE and result.plan.mape <= result.stated
+
+
+def test_the_design_updates_its_information_exactly_and_prefers_runs_near_the_target():
+    candidates = np.array([[w * 1000.0, 1, w, 32 * w, 1, 1, 1] for w in (1, 2, 4, 8)])
+    targets = np.array([[16000.0, 1, 16, 512, 1, 1, 4]])
+    seconds = 1.0 + candidates[:, design.WORK] / candidates[:, design.WORKERS] / 100
+    variance = optimal.TargetVariance().fit(candidates[:2], seconds[:2], candidates, seconds, targets, np.array([10.0]))
+    chosen = variance.choose(np.ones(4), [False, False, True, True], budget=1.0, count=5)
+    assert chosen == [3]  # equal costs: the run nearest the target's 16 workers; then the budget is spent
+    measured = np.vstack([variance.measured_, variance.candidates_[3]])
+    exact = np.linalg.inv(optimal.PRIOR * np.eye(measured.shape[1]) + measured.T @ measured)
+    assert np.allclose(variance.inverse_, exact)
+
+
+def test_profile_with_a_plan_needs_an_out_file_before_ray_starts(tmp_path: pathlib.Path, capsys):
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({**SPEC, "goal": 0.1}))
+    assert main(["profile", "--plan", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == "rayjob-advisor: error: a plan needs --out"

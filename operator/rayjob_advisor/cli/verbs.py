@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -404,7 +405,9 @@ def _plan(args: argparse.Namespace) -> None:
     _emit(args, planned.model_dump(mode="json", include={"next", "status"}), plan_table(planned))
 
 
-def _follow(args: argparse.Namespace, plan: planning.Plan, harness: Any, train: Any) -> None:
+def _follow(
+    args: argparse.Namespace, plan: planning.Plan, harness: types.ModuleType, train: Callable[[dict[str, Any]], None]
+) -> None:
     """``profile --plan``: the plan's next runs, a refit and the next plan, until it stops (``planning.plan``).
 
     A batch of which no run finished stops it too: the failed runs are in OUT.failures.csv, and the same plan would
