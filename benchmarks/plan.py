@@ -66,7 +66,6 @@ class Result:
     grid: Score
     plan: Score
     stated: float
-    refits: int
     random: list[Score]
     cheapest: Score
 
@@ -130,11 +129,9 @@ def simulate(dataset: str, budget: float = BUDGET) -> Result:
     grid = score(candidates, targets)
     planner = SequentialPlanner(budget=budget * grid.cost)
     done = [False] * len(candidates)
-    refits = 0
     while True:
         measured = [run for run, d in zip(candidates, done, strict=True) if d]
         step = planner.step(candidates, configurations(targets), measured, done)
-        refits += step.model is not None
         if step.stop is not None:
             break
         for index in step.chosen:
@@ -147,7 +144,7 @@ def simulate(dataset: str, budget: float = BUDGET) -> Result:
     ]
     by_cost = sorted(range(len(candidates)), key=lambda i: cost([candidates[i]]))
     cheapest = score(affordable(by_cost, candidates, plan.cost), targets)
-    return Result(dataset, budget, len(targets), grid, plan, stated, refits, random, cheapest)
+    return Result(dataset, budget, len(targets), grid, plan, stated, random, cheapest)
 
 
 def _pct(value: float) -> str:
