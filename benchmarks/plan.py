@@ -44,8 +44,11 @@ BUDGET = 0.25
 RATIO = 1.2
 """The issue's bound on the plan's error: 1.2 times the full grid's."""
 COVERAGE = 0.85
+"""The coverage the plan's bound must reach at the targets: the per-band coverage target of the bounds (issue 9)."""
 SEEDS = 7
+"""Random draws per dataset: an odd number, so that the median is one draw's MAPE."""
 CONFIDENCE = 0.9
+"""The bound's confidence: the plan's default, and the one the advisor reports."""
 
 
 @dataclasses.dataclass(frozen=True)
