@@ -202,6 +202,7 @@ def read_plan(path: pathlib.Path) -> Plan:
 
 
 def write_plan(path: pathlib.Path, plan: Plan) -> None:
+    """The plan as the file ``read_plan`` reads back: JSON for a ``.json`` path, else YAML."""
     text = (
         json.dumps(plan.model_dump(mode="json"), indent=2) + "\n"
         if path.suffix == ".json"

@@ -91,7 +91,7 @@ class SequentialPlanner:
         max_runs: int | None = None,
     ) -> None:  # fmt: skip
         if budget is None and goal is None and max_runs is None:
-            raise ValueError("a plan needs a budget, a goal or a most runs")
+            raise ValueError("a plan needs a budget, a goal or a limit on its runs")
         self.budget = budget
         self.goal = goal
         self.confidence = confidence
