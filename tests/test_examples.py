@@ -73,15 +73,23 @@ def test_the_shipped_pollux_profile_follows_the_conversion_rules_row_by_row():
     assert len(fractions) == 4 and max(fractions) == pytest.approx(1.0)
 
 
-def test_the_kuberay_profiling_rayjob_template_renders_a_valid_rayjob():
+@pytest.mark.parametrize(
+    ("sweep", "resume"),
+    [
+        ("--workload digits-cnn --workers 1,2", ""),
+        ("--plan /opt/rayjob-advisor/plan.yaml", "cp /opt/rayjob-advisor/results.csv /tmp/runs.csv && "),
+    ],
+)
+def test_the_kuberay_profiling_rayjob_template_renders_a_valid_rayjob(sweep, resume):
     template = string.Template((REPO / "hack" / "profile-rayjob.yaml").read_text())
     rendered = template.substitute(
-        NAME="profile", SWEEP="--workload digits-cnn --workers 1,2", WHEEL="rayjob_advisor-0.1.0-py3-none-any.whl",
+        NAME="profile", SWEEP=sweep, RESUME=resume, WHEEL="rayjob_advisor-0.1.0-py3-none-any.whl",
         RAY_VERSION="2.52.0", IMAGE="rayproject/ray:2.52.0-py311", NODES="4", CPUS_PER_NODE="4",
     )  # fmt: skip
     rayjob = yaml.safe_load(rendered)
     assert_valid_rayjob(rayjob)
-    assert "rayjob-advisor profile --address auto" in rayjob["spec"]["entrypoint"]
+    assert f"{resume}rayjob-advisor profile --address auto" in rayjob["spec"]["entrypoint"]
+    assert sweep in rayjob["spec"]["entrypoint"]
 
 
 SCRIPT = REPO / "operator" / "rayjob_advisor" / "profiling" / "data_parallel.py"

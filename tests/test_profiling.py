@@ -12,7 +12,7 @@ import ray.cloudpickle
 import yaml
 
 from rayjob_advisor.cli.verbs import main
-from rayjob_advisor.observations import Observation, read_observations
+from rayjob_advisor.observations import Observation, read_observations, write_observations
 from rayjob_advisor.profiles.codec import observation_from_k8s
 from rayjob_advisor.profiling import harness
 from rayjob_advisor_testkit.paths import REPO
@@ -141,20 +141,41 @@ def test_bad_sweep_numbers_are_usage_errors_before_ray_starts(option, value, cap
 
 
 @pytest.mark.ray
-def test_a_real_ray_train_run_records_a_sane_row(tmp_path, capsys):
-    out = tmp_path / "runs.csv"
-    argv = ["profile", "--workload", "digits-cnn", "--workers", "2", "--dataset-sizes", "2000", "--batch-size", "128",
-            "--cpus-per-worker", "0.5", "--repeats", "1", "--out", str(out), "--no-progress"]  # fmt: skip
+def test_a_real_ray_train_run_follows_a_plan_and_records_a_sane_row(tmp_path, capsys):
+    """One tiny real run, chosen by a plan (``profile --plan``), then found done by the grid sweep of it."""
+    out, plan = tmp_path / "runs.csv", tmp_path / "plan.yaml"
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "digits-cnn",
+                "candidates": {"workers": [1, 2], "dataset_sizes": [1000, 2000], "batch_sizes": [128]},
+                "targets": {"workers": [4], "dataset_sizes": [8000], "batch_sizes": [128]},
+                "cpus_per_worker": 0.5,
+                "repeats": 3,
+                "max_runs": 10,
+            }
+        )
+    )
+    done = [  # nine runs measured before: the plan's only candidates left are 2 workers on 2000 samples
+        Observation(workload="digits-cnn", dataset_size=size, epochs=1, batch_size=128, workers=workers,
+                    cpus_per_worker=0.5, gpus_per_worker=0.0, nodes=1, execution_seconds=size / 1e3 / workers + rep / 9)
+        for size, workers in ((1000, 1), (2000, 1), (1000, 2))
+        for rep in range(3)
+    ]  # fmt: skip
+    write_observations(out, done, harness.provenance())
     started = time.time()
-    assert main(argv) == 0
+    assert main(["profile", "--plan", str(plan), "--out", str(out), "--no-progress"]) == 0
     wall = time.time() - started
-    assert "1 runs finished, 0 already in" in capsys.readouterr().out
-    (run,), _ = read_observations(out)
+    printed = capsys.readouterr().out
+    assert "1 runs finished, 0 failed" in printed and "stop: the plan's most runs are measured" in printed
+    *_, run = read_observations(out)[0]
     assert (run.workload, run.workers, run.nodes, run.dataset_size, run.batch_size) == ("digits-cnn", 2, 1, 2000, 128)
     assert 0 < run.execution_seconds < wall and 0 < run.startup_seconds < wall
     assert run.startup_seconds + run.execution_seconds < wall
     assert out.read_text().splitlines()[2].startswith("# python ")  # provenance header
-    assert main(argv) == 0  # resuming finds it done
+    argv = ["profile", "--workload", "digits-cnn", "--workers", "2", "--dataset-sizes", "2000", "--batch-size", "128",
+            "--cpus-per-worker", "0.5", "--repeats", "1", "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0  # the grid's run is the plan's: resuming finds it done
     assert "0 runs finished, 1 already in" in capsys.readouterr().out
 
 

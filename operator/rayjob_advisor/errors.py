@@ -71,6 +71,10 @@ class ObservationsError(UserError, ValueError):
         super().__init__("\n".join(str(problem) for problem in self.problems))
 
 
+class BadPlan(UserError, ValueError):
+    """A profiling plan file that cannot be used (``planning.plan``): one line naming each bad field."""
+
+
 class UsageError(UserError):
     """A command given wrongly, or a file or kubeconfig it cannot use (the CLI's and the kubectl plugin's)."""
 

@@ -11,6 +11,7 @@ from rayjob_advisor.application import Forecast
 from rayjob_advisor.models import evaluation
 from rayjob_advisor.models.evaluation import COMBINED
 from rayjob_advisor.models.runtime import RuntimeModel
+from rayjob_advisor.planning.plan import Plan
 
 
 def percent(value: float) -> str:
@@ -152,3 +153,50 @@ def _batch_line(used: dict[str, Any]) -> str:
 def _placement_line(used: dict[str, Any]) -> str:
     hint = used.get("placement")
     return f"placement: {hint} (from the RayJob)" if hint else "placement: the RayJob gives no hint"
+
+
+_STOPS = {
+    "goal": "the expected error at the targets is within the goal",
+    "budget": "no run left fits in the budget",
+    "runs": "the plan's most runs are measured",
+    "exhausted": "every candidate run is measured",
+}
+
+
+def plan_table(plan: Plan) -> str:
+    """A plan's next runs, then where it stands: cost so far and expected, expected error at the targets."""
+    status = plan.status
+    unit = "GPU-seconds" if plan.gpus_per_worker > 0 else "CPU-seconds"
+    header = (
+        f"{'workers':>7} {'nodes':>5} {'dataset':>9} {'epochs':>6} {'batch':>6} {'repeat':>6} {'seconds':>9} "
+        f"{'cost':>9}"
+    )
+    lines = [header, "-" * len(header)] if plan.next else []
+    for run in plan.next:
+        seconds = "?" if run.expected_seconds is None else f"{run.expected_seconds:.1f}"
+        cost = "?" if run.expected_cost is None else f"{run.expected_cost:.1f}"
+        lines.append(
+            f"{run.workers:>7} {run.nodes:>5} {run.dataset_size:>9} {run.epochs:>6} {run.batch_size:>6} "
+            f"{run.repeat:>6} {seconds:>9} {cost:>9}"
+        )
+    if status is None:
+        return "\n".join(lines)
+    expected = "unknown until the first runs" if status.expected_cost is None else f"{status.expected_cost:.1f}"
+    error = (
+        f"within +{percent(status.expected_error)} of the prediction at {status.confidence:g} confidence"
+        if status.expected_error is not None
+        else "unknown until 9 runs are measured"
+    )
+    lines += [
+        f"at the target: {target.workers} workers, {target.dataset_size} samples x {target.epochs} epochs, batch "
+        f"{target.batch_size}: {target.seconds:.1f}s, at most {target.upper:.1f}s"
+        for target in status.targets
+    ]
+    lines += [
+        f"measured: {status.measured} runs, {status.spent:.1f} {unit}",
+        f"expected cost with the next runs: {expected}"
+        + ("" if plan.budget_seconds is None else f" (budget {plan.budget_seconds:g})"),
+        f"expected error at the targets: {error}" + ("" if plan.goal is None else f" (goal {percent(plan.goal)})"),
+        f"stop: {_STOPS[status.stop]}" if status.stop else f"next: {len(plan.next)} runs, then plan again",
+    ]
+    return "\n".join(lines)

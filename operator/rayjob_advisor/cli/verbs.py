@@ -1,4 +1,4 @@
-"""The ``rayjob-advisor`` command line: evaluate, fit, predict, profile, run.
+"""The ``rayjob-advisor`` command line: evaluate, fit, predict, plan, profile, run.
 
 ``predict`` presents ``application.forecast`` — what the operator would write
 on the job once created, from the same profile (the shipped one, or
@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -28,7 +29,14 @@ import yaml
 from rayjob_advisor import __version__, application, contract
 from rayjob_advisor.advice import prediction
 from rayjob_advisor.cli.manifests import read_rayjob
-from rayjob_advisor.cli.tables import accelerator_table, evaluation_table, percent, prediction_table, weights_lines
+from rayjob_advisor.cli.tables import (
+    accelerator_table,
+    evaluation_table,
+    percent,
+    plan_table,
+    prediction_table,
+    weights_lines,
+)
 from rayjob_advisor.errors import UsageError, UserError, hide_library_warnings
 from rayjob_advisor.kube.config import OperatorConfig, advice_config, load_config
 from rayjob_advisor.kuberay.rayjob import RayJob
@@ -42,6 +50,7 @@ from rayjob_advisor.observations import (
     read_observations,
     runs_on,
 )
+from rayjob_advisor.planning import plan as planning
 from rayjob_advisor.profiles.codec import runtime_profile_manifest
 from rayjob_advisor.profiles.shipped import observations_for_workload, profile_name, shipped_data
 from rayjob_advisor.profiles.store import FittedProfile, ProfileStore
@@ -125,6 +134,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     predict.set_defaults(handler=_predict)
 
+    plan = commands.add_parser(
+        "plan",
+        help="choose the next profiling runs: the cheapest that predict the plan's targets",
+        description="Reads a plan file (the candidate grid, the targets, a budget or a goal: "
+        "docs/tutorials/profiling-plan.md), and the runs measured so far (--results), and prints the next runs, "
+        "the cost so far and expected, and the expected error at the targets. --out writes the plan with them; "
+        "`profile --plan` runs it to the end.",
+    )
+    plan.add_argument("plan_file", type=pathlib.Path, metavar="PLAN", help="the plan file (YAML or JSON)")
+    plan.add_argument("--results", type=pathlib.Path, help="the observations CSV of the runs measured so far")
+    plan.add_argument("--out", type=pathlib.Path, help="write the plan with its next runs here (.yaml or .json)")
+    plan.add_argument(
+        "--format", choices=("table", "json"), default="table", help="table: for people; json: for programs"
+    )
+    plan.add_argument(
+        "--skip-bad-rows", action="store_true", help="report bad CSV rows on stderr and go on without them"
+    )
+    plan.set_defaults(handler=_plan)
+
     profile = commands.add_parser(
         "profile",
         help="run a profiling sweep of real Ray Train jobs, or emit a RuntimeProfile from a CSV",
@@ -152,6 +180,12 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--storage-path", help="Ray Train storage (default: a temporary folder)")
     profile.add_argument("--out", type=pathlib.Path, help="observations CSV to append to")
     profile.add_argument("--no-progress", action="store_true", help="no progress bar")
+    profile.add_argument(
+        "--plan",
+        type=pathlib.Path,
+        help="follow this plan file instead of a grid: run its next runs, refit, plan again, until it stops "
+        "(resumes from the runs already in --out)",
+    )
     profile.add_argument("--emit-profile", action="store_true", help="print a RuntimeProfile manifest of --data")
     profile.add_argument("--data", type=pathlib.Path, help="with --emit-profile: the observations CSV")
     profile.add_argument("--skip-bad-rows", action="store_true", help=argparse.SUPPRESS)
@@ -318,13 +352,11 @@ def _profile(args: argparse.Namespace) -> None:
         workload = profile_name(observations, args.workload, args.data)
         print(yaml.safe_dump(runtime_profile_manifest(workload, observations), sort_keys=False), end="")
         return
-    missing = [
-        f"--{name.replace('_', '-')}"
-        for name in ("workload", "workers", "dataset_sizes", "batch_size", "out")
-        if getattr(args, name) is None
-    ]
+    plan = planning.read_plan(args.plan) if args.plan else None
+    required = ("out",) if plan else ("workload", "workers", "dataset_sizes", "batch_size", "out")
+    missing = [f"--{name.replace('_', '-')}" for name in required if getattr(args, name) is None]
     if missing:
-        raise UsageError(f"a sweep needs {', '.join(missing)}")
+        raise UsageError(f"a {'plan' if plan else 'sweep'} needs {', '.join(missing)}")
     try:
         from rayjob_advisor.profiling import harness  # Ray Train and PyTorch load only for sweeps
     except ImportError as exc:
@@ -332,9 +364,12 @@ def _profile(args: argparse.Namespace) -> None:
         raise UsageError(f"profiling needs the 'profile' extra: {extra} ({exc})") from None
 
     try:
-        train = harness.load_train_function(args.train_func or args.workload)
+        train = harness.load_train_function(args.train_func or args.workload or (plan.workload if plan else ""))
     except (ValueError, ImportError) as exc:
         raise UsageError(str(exc)) from None
+    if plan is not None:
+        _follow(args, plan, harness, train)
+        return
     specs = harness.grid(
         args.workload, args.workers, args.dataset_sizes, args.epochs, args.batch_size,
         args.cpus_per_worker, args.gpus_per_worker, args.repeats, args.accelerator,
@@ -345,6 +380,57 @@ def _profile(args: argparse.Namespace) -> None:
     print(
         f"{summary.finished} runs finished, {summary.skipped} already in {args.out}, {summary.failed} failed"
         + (f" (see {harness.failures_path(args.out)})" if summary.failed else "")
+    )
+
+
+def _results(args: argparse.Namespace, path: pathlib.Path | None) -> list[Observation]:
+    """The runs measured so far (none before the first, or without the file)."""
+    if path is None or not path.exists():
+        return []
+    try:
+        observations, problems = read_observations(path, skip_bad_rows=args.skip_bad_rows)
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not an observations CSV (not UTF-8 text)") from None
+    for problem in problems:
+        print(f"rayjob-advisor: warning: skipped {problem}", file=sys.stderr)
+    return observations
+
+
+def _plan(args: argparse.Namespace) -> None:
+    plan = planning.read_plan(args.plan_file)
+    with _enough_runs():
+        planned, _ = planning.advance(plan, _results(args, args.results))
+    if args.out:
+        planning.write_plan(args.out, planned)
+    _emit(args, planned.model_dump(mode="json", include={"next", "status"}), plan_table(planned))
+
+
+def _follow(
+    args: argparse.Namespace, plan: planning.Plan, harness: types.ModuleType, train: Callable[[dict[str, Any]], None]
+) -> None:
+    """``profile --plan``: the plan's next runs, a refit and the next plan, until it stops (``planning.plan``).
+
+    A batch of which no run finished stops it too: the failed runs are in OUT.failures.csv, and the same plan would
+    choose them again."""
+    finished = failed = 0
+    with harness.ray_session(args.address), tempfile.TemporaryDirectory(prefix="rayjob-advisor-") as scratch:
+        runner = harness.RayTrainRunner(train, storage_path=args.storage_path or scratch)
+        while True:
+            planned, _ = planning.advance(plan, _results(args, args.out))
+            if not planned.next:
+                break
+            specs = [
+                harness.RunSpec(run.workload, run.dataset_size, run.epochs, run.batch_size, run.workers,
+                                run.cpus_per_worker, run.gpus_per_worker, run.repeat, run.accelerator)
+                for run in planned.next
+            ]  # fmt: skip
+            summary = harness.sweep(specs, runner, args.out, harness.provenance(), progress=not args.no_progress)
+            finished, failed = finished + summary.finished, failed + summary.failed
+            if not summary.finished:
+                break
+    print(plan_table(planned))
+    print(
+        f"{finished} runs finished, {failed} failed" + (f" (see {harness.failures_path(args.out)})" if failed else "")
     )
 
 

@@ -1,0 +1,113 @@
+"""Cost-weighted optimal experiment design for the runtime at the target configurations.
+
+The structural candidates (``models.estimators``) are, near their fit, linear in a few features of a run: Ernest's
+``[1, work / resources, log W, W]`` and the per-step terms of synchronous data-parallel SGD (steps, and steps times
+the ring's ``(W - 1) / W``, ``log2 W`` and the nodes crossed). Fitted to relative error, each run's row is divided by
+its runtime. In that linear model, the variance of the predicted runtime at a target ``t`` (relative to it) is
+``t' M^-1 t`` with ``M`` the information matrix of the runs measured so far (``X' X`` of the scaled rows) plus a
+weak ridge prior. A candidate run ``c`` lowers the mean of that variance over the targets by
+``sum_t (t' M^-1 c)^2 / (1 + c' M^-1 c) / n_targets`` (Sherman-Morrison): the greedy design adds, one at a time,
+the candidate with the largest reduction per unit of its predicted cost (an A-optimal design for the predictions
+at the targets, "V-optimal", weighted by cost as Ernest's design is).
+
+Nothing here is fitted to the traces the plan is simulated on (``benchmarks.plan``): the features are the
+structural models' terms, and the prior is only large enough to make ``M`` invertible before the first runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rayjob_advisor.models import design
+
+PRIOR = 1e-3
+"""Ridge prior on the normalised features: a run's scaled row has squared norm of order one, so this is a thousandth
+of one run's information, enough to keep ``M`` invertible before the first runs and to tell apart runs whose
+features are collinear (a dataset that never varies the GPUs)."""
+
+
+def features(X: np.ndarray) -> np.ndarray:
+    """The linear structural features of each design row (module docstring)."""
+    workers, nodes = X[:, design.WORKERS], X[:, design.NODES]
+    per_worker = np.where(X[:, design.GPUS] > 0, X[:, design.GPUS], X[:, design.CPUS])
+    steps = design.steps(X)
+    return np.column_stack(
+        [
+            np.ones(len(X)),
+            X[:, design.WORK] / (workers * per_worker),
+            np.log(workers),
+            workers,
+            steps,
+            steps * (workers - 1.0) / workers,
+            steps * np.log2(workers),
+            steps * (nodes - 1.0),
+        ]
+    )
+
+
+class TargetVariance:
+    """The relative variance of the predictions at the targets, and the greedy choice of runs that lowers it.
+
+    ``measured``, ``candidates``, ``targets``: design rows (``models.design``); ``*_seconds``: their runtimes,
+    measured or predicted (what makes the rows relative). Fitted attributes: ``inverse_`` (``M^-1``),
+    ``variance_`` (per target).
+    """
+
+    def __init__(self, prior: float = PRIOR) -> None:
+        self.prior = prior
+
+    def fit(
+        self,
+        measured: np.ndarray,
+        measured_seconds: np.ndarray,
+        candidates: np.ndarray,
+        candidate_seconds: np.ndarray,
+        targets: np.ndarray,
+        target_seconds: np.ndarray,
+    ) -> TargetVariance:
+        rows = [features(X) / seconds[:, None] for X, seconds in
+                ((measured, measured_seconds), (candidates, candidate_seconds), (targets, target_seconds))]  # fmt: skip
+        scale = np.sqrt(np.mean(np.vstack(rows) ** 2, axis=0))
+        scale[scale == 0] = 1.0
+        self.measured_, self.candidates_, self.targets_ = (row / scale for row in rows)
+        information = self.prior * np.eye(len(scale)) + self.measured_.T @ self.measured_
+        self.inverse_ = np.linalg.inv(information)
+        self.variance_ = np.einsum("ij,jk,ik->i", self.targets_, self.inverse_, self.targets_)
+        return self
+
+    def gains(self) -> np.ndarray:
+        """Per candidate, how much measuring it lowers the mean variance at the targets."""
+        cross = self.targets_ @ self.inverse_ @ self.candidates_.T
+        own = np.einsum("ij,jk,ik->i", self.candidates_, self.inverse_, self.candidates_)
+        return np.asarray((cross**2).mean(axis=0) / (1.0 + own), dtype=float)
+
+    def add(self, candidate: int) -> None:
+        """Count candidate ``candidate`` as measured (a rank-one update of ``M^-1``)."""
+        row = self.candidates_[candidate]
+        projected = self.inverse_ @ row
+        self.inverse_ = self.inverse_ - np.outer(projected, projected) / (1.0 + row @ projected)
+        self.variance_ = np.einsum("ij,jk,ik->i", self.targets_, self.inverse_, self.targets_)
+
+    def choose(
+        self, costs: np.ndarray, available: Sequence[bool], budget: float, count: int,
+        charged: np.ndarray | None = None,
+    ) -> list[int]:  # fmt: skip
+        """Up to ``count`` candidates, greedily by reduction per cost (predicted ``costs``), their ``charged`` costs
+        (default: ``costs``) within ``budget``; each is counted as measured before the next is chosen, so a batch
+        does not repeat what it has learned."""
+        charged = costs if charged is None else charged
+        left = np.array(available, dtype=bool)
+        chosen: list[int] = []
+        for _ in range(count):
+            left &= charged <= budget
+            if not left.any():
+                break
+            score = np.where(left, self.gains() / costs, -np.inf)
+            best = int(np.argmax(score))
+            chosen.append(best)
+            left[best] = False
+            budget -= float(charged[best])
+            self.add(best)
+        return chosen
