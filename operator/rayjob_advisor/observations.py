@@ -34,6 +34,17 @@ CONFIGURATION_FIELDS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+def canonical_accelerator(value: Any) -> Any:
+    """An accelerator field's value as its canonical name: runs of ``A100`` and of ``NVIDIA-A100-SXM4-80GB`` are
+    runs of one accelerator, ``a100`` (a validator of every model with an ``accelerator``)."""
+    if isinstance(value, str):
+        canonical = contract.canonical_accelerator(value)
+        if not canonical:
+            raise ValueError(f"{value!r} names no accelerator")
+        return canonical
+    return value
+
+
 class Observation(pydantic.BaseModel):
     """One run. Unknown (``None``) fields get the defaults below when modelled.
 
@@ -66,16 +77,7 @@ class Observation(pydantic.BaseModel):
         """A run of ``configuration`` (any object with the ``CONFIGURATION_FIELDS``) and what it measured."""
         return cls(**{field: getattr(configuration, field) for field in CONFIGURATION_FIELDS}, **measurements)
 
-    @pydantic.field_validator("accelerator", mode="before")
-    @classmethod
-    def _canonical_accelerator(cls, value: Any) -> Any:
-        """Runs of ``A100`` and of ``NVIDIA-A100-SXM4-80GB`` are runs of one accelerator, ``a100``."""
-        if isinstance(value, str):
-            canonical = contract.canonical_accelerator(value)
-            if not canonical:
-                raise ValueError(f"{value!r} names no accelerator")
-            return canonical
-        return value
+    _canonical_accelerator = pydantic.field_validator("accelerator", mode="before")(canonical_accelerator)
 
     @pydantic.model_validator(mode="after")
     def _nodes_within_workers(self) -> Observation:

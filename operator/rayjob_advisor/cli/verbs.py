@@ -269,14 +269,19 @@ def _gpus(text: str) -> float:
     return value
 
 
-def _load(args: argparse.Namespace, path: pathlib.Path, workload: str | None) -> list[Observation]:
+def _read(args: argparse.Namespace, path: pathlib.Path) -> list[Observation]:
+    """Every usable run of an observations CSV; a row it skips is one warning line."""
     try:
         observations, problems = read_observations(path, skip_bad_rows=args.skip_bad_rows)
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not an observations CSV (not UTF-8 text)") from None
     for problem in problems:
         print(f"rayjob-advisor: warning: skipped {problem}", file=sys.stderr)
-    chosen = observations_for_workload(observations, workload)
+    return observations
+
+
+def _load(args: argparse.Namespace, path: pathlib.Path, workload: str | None) -> list[Observation]:
+    chosen = observations_for_workload(_read(args, path), workload)
     if not chosen:
         raise UsageError(f"{path}: no usable observations")
     return chosen
@@ -385,15 +390,7 @@ def _profile(args: argparse.Namespace) -> None:
 
 def _results(args: argparse.Namespace, path: pathlib.Path | None) -> list[Observation]:
     """The runs measured so far (none before the first, or without the file)."""
-    if path is None or not path.exists():
-        return []
-    try:
-        observations, problems = read_observations(path, skip_bad_rows=args.skip_bad_rows)
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not an observations CSV (not UTF-8 text)") from None
-    for problem in problems:
-        print(f"rayjob-advisor: warning: skipped {problem}", file=sys.stderr)
-    return observations
+    return [] if path is None or not path.exists() else _read(args, path)
 
 
 def _plan(args: argparse.Namespace) -> None:

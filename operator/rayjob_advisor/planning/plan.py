@@ -25,14 +25,13 @@ import json
 import math
 import pathlib
 from collections.abc import Sequence
-from typing import Any
 
 import pydantic
 import yaml
 
 from rayjob_advisor import contract
 from rayjob_advisor.errors import BadPlan
-from rayjob_advisor.observations import Observation
+from rayjob_advisor.observations import Observation, canonical_accelerator
 from rayjob_advisor.planning.sequential import SequentialPlanner, Step
 
 _FROZEN = pydantic.ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -142,15 +141,7 @@ class Plan(pydantic.BaseModel):
     next: tuple[PlannedRun, ...] = ()
     status: Status | None = None
 
-    @pydantic.field_validator("accelerator", mode="before")
-    @classmethod
-    def _canonical_accelerator(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            canonical = contract.canonical_accelerator(value)
-            if not canonical:
-                raise ValueError(f"{value!r} names no accelerator")
-            return canonical
-        return value
+    _canonical_accelerator = pydantic.field_validator("accelerator", mode="before")(canonical_accelerator)
 
     @pydantic.model_validator(mode="after")
     def _limited(self) -> Plan:
