@@ -161,7 +161,8 @@ class ProgressServer:
         self.reviews = 0  # TokenReviews sent
 
     async def start(self) -> None:
-        """Listening once this returns (certificate files that do not load raise here); serving until ``stop``."""
+        """Listening once this returns (or, while the certificate files do not load yet, once they do); serving until
+        ``stop``."""
         route = serving.post(PATH, self.serve, limits=self.limits, max_bytes=MAX_REPORT_BYTES)
         limits = dataclasses.replace(self.limits, connection_rate=CONNECTION_RATE, connection_burst=CONNECTION_BURST)
         self._server = serving.Server([route], port=self.port, limits=limits, certificate=self.certificate)

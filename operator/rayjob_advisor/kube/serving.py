@@ -218,10 +218,8 @@ class Server:
 
     async def start(self) -> None:
         if self._certificate is None or self._certificate.loads():
-            await anext(self._sites)
-            self._renewals = asyncio.create_task(anext(self._sites, None))
-        else:
-            self._renewals = asyncio.create_task(_exhausted(self._sites))
+            await anext(self._sites)  # listening
+        self._renewals = asyncio.create_task(_exhausted(self._sites))  # the rest: waiting to listen, renewals
 
     async def stop(self) -> None:
         if self._renewals is not None:
@@ -232,6 +230,7 @@ class Server:
 
 
 async def _exhausted(sites: AsyncGenerator[None]) -> None:
+    """Runs ``serve`` on from where it is (it yields once, when listening)."""
     async for _ in sites:
         pass
 
