@@ -393,8 +393,8 @@ def metrics_page() -> str:
         "`RAYJOB_ADVISOR_METRICS_JOB_TTL_SECONDS` after the job ends. Per-workload series are labelled with the "
         "jobs' `namespace` (one tenant's jobs never move another's alerts; the chart's ServiceMonitor keeps the "
         "label: `honorLabels`) and a `workload` that resolved to a profile there, else `other`: made-up workload "
-        "names never become series, and at most 256 workloads of a namespace do (`MAX_WORKLOAD_LABELS`; the first "
-        "to resolve), however many profiles tenants make. "
+        "names never become series, and at most 256 (namespace, workload) pairs do, over all namespaces "
+        "(`MAX_WORKLOAD_LABELS`; the first to resolve), however many profiles tenants make. "
         "The chart's dashboard and alerts are built "
         "on them ([Dashboard and alerts](../tutorials/dashboard-and-alerts.md))."
     )

@@ -477,7 +477,7 @@ def set_ca_bundle(api: kubernetes.client.CustomObjectsApi, name: str, ca: bytes)
 def publish_ca(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str, ca: bytes) -> None:
     """The ConfigMap ``namespace/name`` holds ``ca`` as ``ca.crt``: created, or updated where it differs."""
     core = kubernetes.client.CoreV1Api(api.api_client)
-    data = {"ca.crt": ca.decode()}
+    data = {contract.PROGRESS_CA_PATH: ca.decode()}
     try:
         current = _raw(core.read_namespaced_config_map, name, namespace)
     except kubernetes.client.ApiException as exc:
@@ -488,7 +488,7 @@ def publish_ca(api: kubernetes.client.CustomObjectsApi, namespace: str, name: st
         _raw(core.create_namespaced_config_map, namespace, manifest)
         logger.info("published the CA in ConfigMap %s/%s", namespace, name)
         return
-    if (current.get("data") or {}).get("ca.crt") == data["ca.crt"]:
+    if (current.get("data") or {}).get(contract.PROGRESS_CA_PATH) == data[contract.PROGRESS_CA_PATH]:
         return
     body = {"metadata": {"resourceVersion": current["metadata"].get("resourceVersion")}, "data": data}
     _merge_patch(core.patch_namespaced_config_map, name, namespace, body)

@@ -41,9 +41,9 @@ LOOPS = ("refit", "sweep")  # the background loops' names
 WORKLOAD_LABELS = ("namespace", "workload")
 OTHER = "other"  # the workload label of a job whose workload resolved to no profile
 MAX_WORKLOAD_LABELS = 256
-"""The workloads (of a namespace) that may become labels: the first to resolve, in the process's life; later ones
-are ``other``. A workload costs about 20 series (its error histogram's buckets and the counters); 256 keep the
-advisor's series in the thousands however many profiles the tenants make."""
+"""The (namespace, workload) pairs that may become labels, over all namespaces: the first to resolve, in the
+process's life; later ones are ``other``. A workload costs about 20 series (its error histogram's buckets and the
+counters); 256 keep the advisor's series in the thousands however many profiles the tenants make."""
 JobKey = tuple[str, str, str]
 
 
