@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import socket
 import sys
 import time
 
@@ -20,6 +19,7 @@ from rayjob_advisor.kube.config import OperatorConfig, load_config
 from rayjob_advisor.kuberay.training import TrainingCount
 from rayjob_advisor.profiles.store import ProfileStore
 from rayjob_advisor_testkit.advice import NOW, applied, notes_of
+from rayjob_advisor_testkit.advisor import free_port
 from rayjob_advisor_testkit.profiles import deadline_job, fitted_store, synthetic_observations
 from rayjob_advisor_testkit.rayjobs import make_rayjob, sample_rayjobs, worker_group
 
@@ -562,11 +562,8 @@ def test_the_patched_manifest_runs_ray_train_with_the_advised_number_of_workers(
     assert replicas > 1
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # `python` has Ray
     harness.local_token_auth()  # the Job API client sends the token from this process's environment
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     context = ray.init(
-        num_cpus=1, include_dashboard=True, dashboard_port=port, log_to_driver=False, configure_logging=False
+        num_cpus=1, include_dashboard=True, dashboard_port=free_port(), log_to_driver=False, configure_logging=False
     )
     try:
         client = JobSubmissionClient(f"http://{context.dashboard_url}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import pathlib
+import random
 import socket
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -31,12 +32,29 @@ CONTROLLER_ACCOUNT = "system:serviceaccount:rayjob-advisor:rayjob-advisor-contro
 """The controller's username, as the webhook role is told it (the chart: its controller's service account)."""
 
 
+_LISTENING_PORTS = range(20000, 32768)
+"""Where test servers listen: below Linux's ephemeral range (32768-60999), so no client connection of another
+test can take a port between :func:`free_port` choosing it and the operator binding it (a bind(0) probe hands out
+an ephemeral port, and CI once lost one that way), and above Ray's worker ports (10002-19999)."""
+
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on now (for the operator's webhook, metrics and liveness servers)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
+    """A TCP port nobody listens on now and no earlier call of this process handed out (for the operator's
+    webhook, metrics, progress and liveness servers, which bind every interface)."""
+    for port in random.sample(_LISTENING_PORTS, len(_LISTENING_PORTS)):
+        if port in _handed_out:
+            continue
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers bind
+            try:
+                probe.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    raise RuntimeError(f"no free TCP port in {_LISTENING_PORTS}")
 
 
 def _accepting(port: int) -> bool:
