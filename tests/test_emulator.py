@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 import kopf
 import pytest
 
+from rayjob_advisor_testkit.advisor import free_port
 from rayjob_advisor_testkit.emulator import ApiError, operator_settings, run_operator
 from rayjob_advisor_testkit.rayjobs import make_rayjob
 from rayjob_advisor_testkit.resources import AdvisorEmulator
@@ -280,3 +282,12 @@ def test_operator_restarts_against_the_same_emulator(api: AdvisorEmulator, setti
         api.create(named("after"))
         api.wait_until(lambda: annotated(api, "after"))
     assert seen == ["before", "while-down", "after"]  # the restarted operator did not handle "before" again
+
+
+def test_the_kits_ports_are_distinct_free_and_outside_the_ephemeral_range() -> None:
+    """A port an ephemeral client connection can take is one the operator may fail to bind (CI saw it)."""
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
+    assert all(port < 32768 for port in ports)  # Linux's ephemeral range starts there
+    with socket.socket() as listener:
+        listener.bind(("0.0.0.0", ports[-1]))  # still free: nobody was handed it to listen on
