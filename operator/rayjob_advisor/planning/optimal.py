@@ -55,8 +55,8 @@ class TargetVariance:
     ``variance_`` (per target).
     """
 
-    def __init__(self, prior: float = PRIOR) -> None:
-        self.prior = prior
+    def __init__(self, prior: float | None = None) -> None:
+        self.prior = PRIOR if prior is None else prior  # read when called: ``benchmarks.plan --lodo`` sets it
 
     def fit(
         self,
