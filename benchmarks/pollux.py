@@ -20,7 +20,7 @@ epoch over a dataset:
 The six shipped profiles ``operator/rayjob_advisor/profiles/data/pollux-<model>.csv``
 are this conversion, with provenance comments. The traces themselves are not in this repository: copy
 ``sched/traces/`` of the Pollux artifact (``SOURCE_REPOSITORY``, branch ``osdi21-artifact``) to a folder, e.g.
-``$RAYJOB_ADVISOR_SHARED/datasets/pollux`` (the default), and regenerate the profiles with
+``$RAYJOB_ADVISOR_SHARED/datasets/pollux`` (the default, with that variable set), and regenerate the profiles with
 
     .venv/bin/python -m benchmarks.pollux --shipped [--pollux-dir FOLDER]
 """

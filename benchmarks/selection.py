@@ -6,7 +6,7 @@ every candidate on every fold to report coverage. Per workload: the model each p
 cross-validated MAPE, how many estimator fits each made and how long it
 took. The two must agree; the tests check the same on the small profiles.
 
-    .venv/bin/python -m benchmarks.selection [--pollux-dir ../shared/datasets/pollux]
+    .venv/bin/python -m benchmarks.selection [--pollux-dir FOLDER]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A fresh clone tests and runs itself: nothing it needs lies outside the repository.
 
-The KubeRay CRDs and samples are vendored (testkit/kuberay); ``$RAYJOB_ADVISOR_SHARED`` (default ``../shared``) is
+The KubeRay CRDs and samples are vendored (testkit/kuberay); ``$RAYJOB_ADVISOR_SHARED`` (no default) is
 only an optional source of the raw datasets some benchmarks read, and a benchmark without its data stops with one
 line that says where the data comes from.
 """

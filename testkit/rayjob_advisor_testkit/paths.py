@@ -3,9 +3,10 @@
 KubeRay's CRDs, which every RayJob is validated against, and its sample RayJobs are vendored in
 ``testkit/kuberay`` (Apache-2.0; its SOURCE.md gives the version, ``hack/vendor-kuberay.py`` refreshes them):
 a fresh clone tests itself. The raw measured datasets some benchmarks read (the Pollux step-time traces, the
-Sia ones) are not in the repository: they are looked for under ``$RAYJOB_ADVISOR_SHARED/datasets``
-(default: ``../shared`` next to the checkout), an optional extra source; a benchmark without its data stops
-with one line that says where the data comes from (``require_data``).
+Sia ones) are not in the repository: they are looked for under ``$RAYJOB_ADVISOR_SHARED/datasets`` only when
+that variable names a folder (no folder beside the checkout is read unasked, so a checkout tests as a fresh clone
+does), an optional extra source; a benchmark without its data stops with one line that says where the data comes
+from (``require_data``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SAMPLES = KUBERAY / "samples"
 CRDS = REPO / "crds"
 CHART = REPO / "charts" / "rayjob-advisor"
 SHARED_VARIABLE = "RAYJOB_ADVISOR_SHARED"
-SHARED = pathlib.Path(os.environ.get(SHARED_VARIABLE) or REPO.parent / "shared")
+SHARED = pathlib.Path(os.environ.get(SHARED_VARIABLE) or f"${SHARED_VARIABLE}")  # unset: a path that is not there
 POLLUX = SHARED / "datasets" / "pollux"
 SIA = SHARED / "datasets" / "sia"
 
@@ -36,6 +37,6 @@ def require_data(path: pathlib.Path, origin: str) -> None:
     """Stop with one line naming ``path`` and where its data comes from (``origin``) when it is missing."""
     if not path.exists():
         raise DataMissing(
-            f"rayjob-advisor: {path} is missing: {origin}; put it under ${SHARED_VARIABLE}/datasets "
-            f"(default ../shared/datasets next to the checkout) or give its folder"
+            f"rayjob-advisor: {path} is missing: {origin}; set ${SHARED_VARIABLE} to a folder with it under "
+            "datasets/, or give its folder"
         )
