@@ -20,6 +20,9 @@ Grids (``--grid``):
   before the speed factor may change with the worker count), on the ``transfer`` questions of the Sia datasets (the
   only ones with several GPU types; ``questions.transfer_cuts``), the new accelerator measured by
   ``evaluation.MIN_RUNS`` runs: the fewest its own model is fitted on, so that the rule decides something.
+- ``drift``: ``transfer.DRIFT`` (how far a new accelerator's speed factor may drift beyond the worker counts its runs
+  measured), on the ``transfer`` questions as ``benchmarks.accuracy`` asks them; it shapes the bound, not the median,
+  so scored by the pinball loss of the 0.9 bound (``bounds``, below).
 - ``bounds``: ``calibration.MIN_BAND`` (the held-out runs a node band needs to be bounded by its own residuals) x
   ``calibration.MIN_SCALE_RUNS`` (those a node count and batch half need for their own spread). They shape the
   upper bound, not the median, so a dataset's loss here is the pinball loss of the 0.9 bound on relative error,
@@ -81,6 +84,7 @@ GRIDS: dict[str, list[Setting]] = {
         for band, scale in itertools.product((10, 20, 40, 80), (8, 15, 30))
     ],
     "floor": [(("NOISE_MARGIN", margin),) for margin in (0.1, 0.25, 0.5, 1.0)],
+    "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
 }
 CONFIDENCE = 0.9
 """The bound the ``bounds`` grid scores: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
@@ -90,6 +94,7 @@ CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
     "FULL_DISTANCE": (combination, float),
     "MIN_OWN_WORKER_COUNTS": (transfer, int),
     "MIN_SLOPE_WORKER_COUNTS": (transfer, int),
+    "DRIFT": (transfer, float),
     "MIN_BAND": (calibration, int),
     "MIN_SCALE_RUNS": (calibration, int),
     "NOISE_MARGIN": (predictor, float),
@@ -164,17 +169,23 @@ def losses(job: tuple[str, str]) -> tuple[str, list[float]]:
 
 
 def transfer_losses(job: tuple[str, str]) -> tuple[str, list[float]]:
-    """One Sia dataset's loss under every setting: its mean MAPE as a new accelerator beside each other GPU type."""
+    """One Sia dataset's loss under every setting as a new accelerator beside each other GPU type: its mean MAPE
+    (``transfer``), or the pinball loss of its 0.9 bound as ``questions.transfer_cuts`` measures it (``drift``)."""
     dataset, grid = job
     settings = GRIDS[grid]
     gpu = dataset.rsplit("-", 1)[1]
+    count = questions.TRANSFER_RUNS if grid == "drift" else evaluation.MIN_RUNS
     errors: list[list[float]] = [[] for _ in settings]
-    for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset](), evaluation.MIN_RUNS):
+    for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset](), count):
         main = RuntimeModel().fit(asked.source_runs)
         actual = np.array([run.execution_seconds for run in asked.test])
         for index, setting in enumerate(settings):
             apply(setting)
-            errors[index].append(mape(model_on(asked.cut.train, gpu, main).predict(asked.test), actual))
+            model = model_on(asked.cut.train, gpu, main)
+            if grid == "drift":
+                errors[index].append(pinball(model.predict_upper(asked.test, CONFIDENCE), actual))
+            else:
+                errors[index].append(mape(model.predict(asked.test), actual))
     return dataset, [float(np.mean(found)) for found in errors]
 
 
@@ -203,12 +214,12 @@ def main() -> None:
     settings = GRIDS[args.grid]
     names = args.datasets.split(",")
     loss_of = losses
-    if args.grid == "transfer":
+    if args.grid in ("transfer", "drift"):
         names, loss_of = [name for name in names if datasets.family(name) == "sia"], transfer_losses
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         table = dict(pool.map(loss_of, [(name, args.grid) for name in names]))
     loss = np.array([table[name] for name in names])  # datasets x settings
-    metric = "pinball loss" if args.grid == "bounds" else "MAPE"
+    metric = "pinball loss" if args.grid in ("bounds", "drift") else "MAPE"
     print(f"| setting | mean {metric} over datasets |\n|---|---|")
     for index, setting in enumerate(settings):
         print(f"| {describe(setting)} | {100 * loss[:, index].mean():.2f} |")

@@ -17,6 +17,7 @@ from rayjob_advisor.application import Policy, advise
 from rayjob_advisor.cli.verbs import main
 from rayjob_advisor.errors import AnnotationError, ProfileNotReady
 from rayjob_advisor.kube.config import advice_config, load_config
+from rayjob_advisor.models import transfer
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.models.transfer import TransferredModel, better_model
@@ -501,6 +502,23 @@ def test_a_transferred_bound_covers_held_out_runs_at_about_its_confidence_and_ag
         assert np.all(model.probability_within(jobs, upper * 0.98) <= 0.95)
         assert np.all(model.predict(jobs) >= model.floor(jobs)) and np.all(model.trend(jobs) > 0)
         np.testing.assert_allclose(model.startup(jobs), main.startup(jobs))
+
+
+def test_beyond_the_workers_its_runs_measured_a_transferred_bound_widens_and_its_median_does_not_move(t4_and_a100):
+    _, a100, main = t4_and_a100
+    model = TransferredModel(main, "t4").fit([run for run in a100 if run.workers <= 2][:8])
+    assert model.reach_workers_ == 2
+    inside = [run for run in a100 if run.workers == 2][:1]
+    beyond = [run for run in a100 if run.workers == 16][:1]
+    drifted = [model.predict_upper(runs, 0.9) for runs in (inside, beyond)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(transfer, "DRIFT", 0.0)
+        undrifted = [model.predict_upper(runs, 0.9) for runs in (inside, beyond)]
+        median = model.predict(beyond)
+    assert drifted[0] == pytest.approx(undrifted[0])  # none where its runs measured
+    assert drifted[1] > 1.05 * undrifted[1]  # log 8 of drift at 16 workers
+    assert model.predict(beyond) == pytest.approx(median)
+    assert model.probability_within(beyond, undrifted[1]) < 0.9  # the chance is read from the same widened pool
 
 
 def test_a_job_on_the_new_accelerator_says_it_was_predicted_by_transfer(t4_and_a100, tmp_path, capsys):
