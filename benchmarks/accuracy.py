@@ -81,7 +81,7 @@ class Row:
         target = ANY_TARGET
         if self.question == "workers-x4":
             target = WORKERS_TARGET
-        elif self.dataset == "ray-digits" and self.question in ("workers-next", "size-x4"):
+        elif self.dataset in datasets.OWN_RAY_SWEEPS and self.question in ("workers-next", "size-x4"):
             target = OWN_RAY_TARGET
         if self.chosen > target:
             missed.append(f"> {target:.0%}")

@@ -4,6 +4,11 @@
 - ``digits-cnn``: the shipped profile (real Ray Train runs of the digits CNN, one batch, one epoch, 3 repeats);
 - ``ray-digits``: the project's own Ray Train sweep (``benchmarks/data/ray-digits.csv``: 4 dataset sizes over
   32x, two global batches, 1 and 2 epochs, 1-4 workers on a 2-core machine; its header says how it was made);
+- ``ray-mlp``: another own sweep, of the built-in ``tabular-mlp`` (``benchmarks/data/ray-mlp.csv``: 3 dataset
+  sizes over 16x, the same batches, epochs and workers), measured after every constant of the models was chosen
+  (no setting has seen it) by ``RAY_TRAIN_ENABLE_STATE_TRACKING=1 rayjob-advisor profile --workload tabular-mlp
+  --workers 1,2,3,4 --dataset-sizes 3600,14400,57600 --epochs 1,2 --batch-size 128,512 --cpus-per-worker 0.5
+  --repeats 1 --out benchmarks/data/ray-mlp.csv`` (10 minutes on 2 cores);
 - ``pollux-<model>``: the six Pollux (OSDI'21) workloads on T4s, as shipped (``profiles/data``,
   ``benchmarks.pollux`` converts them);
 - ``sia-<model>-<gpu>``: the Sia (SOSP'23) models on A100, RTX 2080Ti and V100, one dataset per GPU type
@@ -23,7 +28,8 @@ from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
-OWN_RAY_RUNS = DATA / "ray-digits.csv"
+OWN_RAY_SWEEPS = ("ray-digits", "ray-mlp")
+"""The project's own Ray Train sweeps (``benchmarks/data/<name>.csv``): what ``rayjob-advisor profile`` measures."""
 
 
 def _csv(path: pathlib.Path) -> Callable[[], list[Observation]]:
@@ -39,7 +45,7 @@ def _sia(model: str, gpu: str) -> Callable[[], list[Observation]]:
 
 DATASETS: dict[str, Callable[[], list[Observation]]] = {
     "digits-cnn": _csv(SHIPPED_DATA / "digits-cnn.csv"),
-    "ray-digits": _csv(OWN_RAY_RUNS),
+    **{name: _csv(DATA / f"{name}.csv") for name in OWN_RAY_SWEEPS},
     **{f"pollux-{model}": _csv(SHIPPED_DATA / f"pollux-{model}.csv") for model in pollux.MODELS},
     **{f"sia-{model}-{gpu}": _sia(model, gpu) for model in sia.MODELS for gpu in sia.ACCELERATORS},
 }
@@ -53,4 +59,4 @@ def reachable() -> list[str]:
 
 def family(name: str) -> str:
     """The source a dataset comes from (``ray``, ``pollux``, ``sia``): the tables summarise per family too."""
-    return "ray" if name in ("digits-cnn", "ray-digits") else name.split("-")[0]
+    return "ray" if name == "digits-cnn" or name in OWN_RAY_SWEEPS else name.split("-")[0]
