@@ -72,7 +72,7 @@ GRIDS: dict[str, list[Setting]] = {
     "distance": [
         (("FULL_DISTANCE", distance), ("inside", inside), ("beyond", beyond))
         for distance, inside, beyond in itertools.product(
-            (1e-9, math.log(1.5), math.log(2.0), math.log(4.0)), (0.0, 100.0), (30.0, 100.0, 1e9)
+            (1e-9, math.log(1.5), math.log(2.0), math.log(4.0)), (0.0, 10.0, 100.0), (30.0, 100.0, 1e9)
         )
     ],
     "transfer": [
