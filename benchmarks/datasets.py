@@ -6,7 +6,7 @@
   32x, two global batches, 1 and 2 epochs, 1-4 workers on a 2-core machine; its header says how it was made);
 - ``ray-mlp``: another own sweep, of the built-in ``tabular-mlp`` (``benchmarks/data/ray-mlp.csv``: 3 dataset
   sizes over 16x, the same batches, epochs and workers), measured after the constants of the models were chosen
-  (``benchmarks.lodo``'s ``prior`` and ``distance`` grids were re-run with it since) by
+  (every grid of ``benchmarks.lodo`` and the plan's were re-run with it since) by
   ``RAY_TRAIN_ENABLE_STATE_TRACKING=1 rayjob-advisor profile --workload tabular-mlp
   --workers 1,2,3,4 --dataset-sizes 3600,14400,57600 --epochs 1,2 --batch-size 128,512 --cpus-per-worker 0.5
   --repeats 1 --out benchmarks/data/ray-mlp.csv`` (10 minutes on 2 cores);
