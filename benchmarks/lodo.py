@@ -42,6 +42,7 @@ import dataclasses
 import itertools
 import math
 import types
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -53,6 +54,7 @@ from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.models.transfer import model_on
+from rayjob_advisor.observations import Observation
 
 Setting = tuple[tuple[str, object], ...]
 PRIORS: dict[str, dict[str, float]] = {
@@ -87,7 +89,11 @@ GRIDS: dict[str, list[Setting]] = {
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
 }
 CONFIDENCE = 0.9
-"""The bound the ``bounds`` grid scores: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
+"""The bound ``BOUND_GRIDS`` score: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
+BOUND_GRIDS = frozenset({"bounds", "drift"})
+"""The grids of settings that shape the bound, not the median: scored by its pinball loss (``pinball``)."""
+TRANSFER_GRIDS = frozenset({"transfer", "drift"})
+"""The grids asked of the Sia datasets' ``transfer`` questions only (``transfer_losses``)."""
 
 
 CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
@@ -124,6 +130,14 @@ def pinball(upper: np.ndarray, actual: np.ndarray) -> float:
     return float(np.mean(np.maximum(CONFIDENCE * slack, (CONFIDENCE - 1.0) * slack)))
 
 
+def held_out_loss(grid: str, model: RuntimeModel, test: Sequence[Observation], actual: np.ndarray) -> float:
+    """A fitted model's loss on held-out runs under a grid: its bound's pinball loss (``BOUND_GRIDS``), else the
+    MAPE of its median."""
+    if grid in BOUND_GRIDS:
+        return pinball(model.predict_upper(test, CONFIDENCE), actual)
+    return mape(model.predict(test), actual)
+
+
 def cross_validated(profile: evaluation.Runs) -> tuple[evaluation.CrossValidation, dict[str, RegressorMixin]]:
     """The candidates' cross-validation on a question's training runs, and each fitted on all of them."""
     validation = evaluation.cross_validate_candidates(profile, tuple(CANDIDATES))
@@ -143,10 +157,7 @@ def question_losses(grid: str, cut: questions.Cut) -> list[float]:
         validation, fitted = shared or cross_validated(profile)
         chosen = within(validation, dict(setting).get("CANDIDATES", "all"))
         model = RuntimeModel().fit_selection(cut.train, evaluation.combine(chosen, fitted=fitted))
-        if grid == "bounds":
-            found.append(pinball(model.predict_upper(cut.test, CONFIDENCE), actual))
-        else:
-            found.append(mape(model.predict(cut.test), actual))
+        found.append(held_out_loss(grid, model, cut.test, actual))
     return found
 
 
@@ -181,11 +192,7 @@ def transfer_losses(job: tuple[str, str]) -> tuple[str, list[float]]:
         actual = np.array([run.execution_seconds for run in asked.test])
         for index, setting in enumerate(settings):
             apply(setting)
-            model = model_on(asked.cut.train, gpu, main)
-            if grid == "drift":
-                errors[index].append(pinball(model.predict_upper(asked.test, CONFIDENCE), actual))
-            else:
-                errors[index].append(mape(model.predict(asked.test), actual))
+            errors[index].append(held_out_loss(grid, model_on(asked.cut.train, gpu, main), asked.test, actual))
     return dataset, [float(np.mean(found)) for found in errors]
 
 
@@ -214,12 +221,12 @@ def main() -> None:
     settings = GRIDS[args.grid]
     names = args.datasets.split(",")
     loss_of = losses
-    if args.grid in ("transfer", "drift"):
+    if args.grid in TRANSFER_GRIDS:
         names, loss_of = [name for name in names if datasets.family(name) == "sia"], transfer_losses
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         table = dict(pool.map(loss_of, [(name, args.grid) for name in names]))
     loss = np.array([table[name] for name in names])  # datasets x settings
-    metric = "pinball loss" if args.grid in ("bounds", "drift") else "MAPE"
+    metric = "pinball loss" if args.grid in BOUND_GRIDS else "MAPE"
     print(f"| setting | mean {metric} over datasets |\n|---|---|")
     for index, setting in enumerate(settings):
         print(f"| {describe(setting)} | {100 * loss[:, index].mean():.2f} |")
