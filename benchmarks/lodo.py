@@ -19,7 +19,8 @@ Grids (``--grid``):
   its own model may compete with the transferred one) x ``transfer.MIN_SLOPE_WORKER_COUNTS`` (those they need
   before the speed factor may change with the worker count), on the ``transfer`` questions of the Sia datasets (the
   only ones with several GPU types; ``questions.transfer_cuts``), the new accelerator measured by
-  ``evaluation.MIN_RUNS`` runs: the fewest its own model is fitted on, so that the rule decides something.
+  ``evaluation.MIN_HELD_OUT`` runs: the fewest its own model is always fitted on, so that the rule decides
+  something.
 - ``drift``: ``transfer.DRIFT`` (how far a new accelerator's speed factor may drift beyond the worker counts its runs
   measured), on the ``transfer`` questions as ``benchmarks.accuracy`` asks them; it shapes the bound, not the median,
   so scored by the pinball loss of the 0.9 bound (``bounds``, below).
@@ -185,7 +186,7 @@ def transfer_losses(job: tuple[str, str]) -> tuple[str, list[float]]:
     dataset, grid = job
     settings = GRIDS[grid]
     gpu = dataset.rsplit("-", 1)[1]
-    count = questions.TRANSFER_RUNS if grid == "drift" else evaluation.MIN_RUNS
+    count = questions.TRANSFER_RUNS if grid == "drift" else evaluation.MIN_HELD_OUT
     errors: list[list[float]] = [[] for _ in settings]
     for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset](), count):
         main = RuntimeModel().fit(asked.source_runs)

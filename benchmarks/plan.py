@@ -62,8 +62,9 @@ CONFIDENCE = 0.9
 
 Setting = tuple[float, float]
 GRID: list[Setting] = list(itertools.product((1.0 / 3.0, 0.5), (1e-3, 1e-1)))
-"""``--lodo``'s settings: (``sequential.GROWTH``, ``optimal.PRIOR``). The seed is ``evaluation.MIN_RUNS`` runs (the
-fewest a model is fitted on) and ``sequential.MIN_BATCH`` does not bind at these growths (a third of 9 is 3)."""
+"""``--lodo``'s settings: (``sequential.GROWTH``, ``optimal.PRIOR``). The seed is ``evaluation.MIN_HELD_OUT`` runs
+(the fewest that bound a model whatever their shape) and ``sequential.MIN_BATCH`` does not bind at these growths (a
+third of 9 is 3)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -121,7 +121,7 @@ def main() -> None:
         cells = [
             f"{100 * np.mean(columns[c]):6.1f} ({100 * (min if c == 'coverage' else max)(columns[c]):5.1f})"
             if columns[c]
-            else "- (too few)"  # an own model needs evaluation.MIN_RUNS runs
+            else "- (too few)"  # an own model needs evaluation.MIN_RUNS runs or more
             for c in COLUMNS
         ]
         print(f"{label:>4} " + " ".join(f"{cell:>14}" for cell in cells))

@@ -469,7 +469,7 @@ def test_five_runs_on_a_new_accelerator_are_predicted_by_transferring_the_main_o
     _, a100, main = t4_and_a100
     for seed in range(3):
         few, held_out = few_and_held_out(a100, seed)
-        with pytest.raises(NotEnoughData, match="5 runs cannot bound a prediction"):
+        with pytest.raises(NotEnoughData, match="5 runs cannot fit a prediction"):
             RuntimeModel().fit(few)  # too few for a model of its own
         model = better_model(few, "a100", main, "t4")
         assert isinstance(model, TransferredModel)

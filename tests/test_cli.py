@@ -428,7 +428,7 @@ def test_a_profile_too_small_to_bound_is_refused_with_the_rule(capsys, tmp_path)
     rayjob = make_rayjob(annotations={ann.DATASET_SIZE: "8000", ann.WORKLOAD: "synthetic"})
     status, out, err = run(capsys, "predict", "-f", write_rayjob(tmp_path, rayjob), "--data", two_runs)
     assert (status, out) == (2, "")
-    assert err == "rayjob-advisor: error: 2 runs cannot bound a prediction: a profile needs 9 runs or more\n"
+    assert err == "rayjob-advisor: error: 2 runs cannot fit a prediction: a profile needs 8 runs or more\n"
 
 
 def test_predict_reads_the_cluster_a_cluster_selector_job_runs_on(capsys, tmp_path, profile_csv):

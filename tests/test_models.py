@@ -265,8 +265,32 @@ def test_runtime_model_can_be_forced_to_a_candidate(synthetic):
 def test_too_little_data_is_a_clear_error():
     with pytest.raises(evaluation.NotEnoughData, match="no observations"):
         evaluation.evaluate([])
-    with pytest.raises(evaluation.NotEnoughData, match=r"^8 runs cannot bound a prediction: a profile needs 9 runs"):
-        evaluation.evaluate(synthetic_observations()[:8])
+    with pytest.raises(evaluation.NotEnoughData, match=r"^7 runs cannot fit a prediction: a profile needs 8 runs"):
+        evaluation.evaluate(synthetic_observations()[:7])
+    two_of_each = [
+        run for run in synthetic_observations() if run.workers in (1, 2) and run.dataset_size in (2000, 4000)
+    ]
+    assert len(two_of_each) == 8
+    with pytest.raises(
+        evaluation.NotEnoughData,
+        match=r"^8 runs cannot bound a prediction: they give 8 held-out errors inside the profile and a 0.9 bound "
+        r"needs 9; measure 9 runs, or a third worker count or dataset size$",
+    ):
+        RuntimeModel().fit(two_of_each)
+
+
+def test_eight_runs_at_four_worker_counts_predict_twice_the_workers_with_a_bound():
+    """A small profile (issue 18: "fit 1-8 GPUs, 8-12 training runs"): 8 runs are more than the step's structure
+    has parameters, and a worker count is held out again by the interpolation split: 10 held-out errors."""
+    runs = synthetic_observations()
+    profile = [run for run in runs if run.workers in (1, 2, 4, 8) and run.dataset_size == 8000]
+    asked = [run for run in runs if run.workers == 16 and run.dataset_size == 8000]
+    assert len(profile) == 8
+    model = RuntimeModel().fit(profile)
+    estimates = model.estimate(asked, 0.9)
+    actual = np.array([run.execution_seconds for run in asked])
+    assert np.all(np.abs(estimates.p50 / actual - 1) < 0.15), estimates.p50 / actual
+    assert np.all(estimates.upper > actual) and np.all(np.isfinite(estimates.upper))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -596,7 +596,7 @@ def test_no_library_warning_reaches_the_operators_log(api, monkeypatch):
 
 def test_a_new_workloads_finished_jobs_make_its_profile_in_their_namespace(caplog):
     """No profiling first: 20 finished jobs of a new workload in a fresh namespace start its RuntimeProfile, which
-    says NotEnoughData until 9 runs and is then fitted; the first job's creation gets a note, never an error."""
+    says NotEnoughData until 8 runs and is then fitted; the first job's creation gets a note, never an error."""
     caplog.set_level(logging.INFO)
     sizes = [(replicas, size) for size in (4000, 8000, 16000, 32000) for replicas in (1, 2, 3, 4, 8)]
     with AdvisorEmulator() as api, operator(api):

@@ -63,7 +63,7 @@ REASON_DOCS: tuple[ReasonDoc, ...] = (
         "no prediction yet: no profile of the job's workload is visible from its namespace, or its own has too few "
         "runs to fit; the same text is in the job's `rayjob-advisor.io/note` annotation",
         "nothing: each finished job of the workload is learned into a RuntimeProfile in its namespace, predictions "
-        "start once it is fitted (9 runs); check the workload's spelling, or profile it first "
+        "start once it is fitted (8 runs); check the workload's spelling, or profile it first "
         "(docs/guides/profiles.md)",
     ),
     ReasonDoc(

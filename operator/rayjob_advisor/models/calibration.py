@@ -84,7 +84,7 @@ of the 18 left-out datasets (40 for the other, ``ray-mlp``), mean loss over the 
 from 20 on, and a band of a few dozen runs is trusted to be narrow or not by a few hundredths of the loss.)"""
 MIN_SMALL_BAND = 9
 """Held-out runs a smaller band needs to widen the all-band bound, and a node and batch band to widen its node
-band's: a conformal 0.9 quantile needs 9 (derived, not tuned: ``evaluation.MIN_RUNS``)."""
+band's: a conformal 0.9 quantile needs 9 (derived, not tuned: ``evaluation.MIN_HELD_OUT``)."""
 MIN_SCALE_RUNS = 30
 """Calibration runs a node count and batch half need for their own spread (else the batch half's over every node
 count, else none): the standard error of a mean absolute residual is 14 % of it at 30 normal residuals, more below.

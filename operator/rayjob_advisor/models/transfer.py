@@ -57,7 +57,7 @@ MIN_OWN_WORKER_COUNTS = 2
 """Distinct worker counts an accelerator's own runs need before its own model may be preferred to a transfer
 (``candidate_models``): at one count it has measured no synchronisation at all. Two, against three (the fewest
 for which its cross-validation holds out a worker count): leave-one-dataset-out over the nine Sia datasets, each
-a new accelerator measured by ``evaluation.MIN_RUNS`` runs at its two smallest GPU counts beside each other GPU
+a new accelerator measured by ``evaluation.MIN_HELD_OUT`` runs at its two smallest GPU counts beside each other GPU
 type, 17.1 % mean MAPE against 32.0 %, chosen for every left-out dataset (``python -m benchmarks.lodo --grid
 transfer``; 18.0 % left out, as one dataset gets a slope from two counts): with two counts the structure of a
 step (the combination's prior) scales better than the other GPU type's measured shape moved by a factor."""

@@ -2,7 +2,8 @@
 
 Each ``step`` looks at the runs measured so far and answers what to run next:
 
-- with fewer than ``evaluation.MIN_RUNS`` runs there is no model yet: a seed batch makes them up to that many, its
+- with fewer than ``evaluation.MIN_HELD_OUT`` runs there is no model yet (from that many, every run held out once
+  is enough to bound it, whatever the runs' shape): a seed batch makes them up to that many, its
   costs from a prior (runtime proportional to the work per GPU, or per CPU, scaled to the runs measured so far;
   unknown before the first one, when the seed batch is chosen by count alone);
 - from then on the runtime model is refitted on every step (``models.runtime.RuntimeModel``, what the profile will
@@ -27,14 +28,14 @@ import numpy as np
 
 from rayjob_advisor.models import design
 from rayjob_advisor.models.design import Runlike
-from rayjob_advisor.models.evaluation import MIN_RUNS, NotEnoughData
+from rayjob_advisor.models.evaluation import MIN_HELD_OUT, NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import Observation
 from rayjob_advisor.planning.optimal import TargetVariance
 
 MIN_BATCH = 3
 """Runs per batch after the seed: one refit per three runs at least (a refit takes about 0.3 s). It does not bind
-after the seed of ``evaluation.MIN_RUNS`` (9) runs at any ``GROWTH`` of a third or more, so it was not chosen by
+after the seed of ``evaluation.MIN_HELD_OUT`` (9) runs at any ``GROWTH`` of a third or more, so it was not chosen by
 leave-one-dataset-out: it keeps a plan with a smaller growth from refitting after every run."""
 GROWTH = 1.0 / 3.0
 """A batch is a third of the runs measured so far: a constant fraction keeps the refits logarithmic in the runs,
@@ -125,7 +126,8 @@ class SequentialPlanner:
             matrix(measured), np.array([run.execution_seconds for run in measured], dtype=float),
             matrix(candidates), seconds, matrix(targets), self._seconds(model, targets, measured)[0],
         )  # fmt: skip
-        count = MIN_RUNS - len(measured) if len(measured) < MIN_RUNS else max(MIN_BATCH, round(GROWTH * len(measured)))
+        seed = MIN_HELD_OUT - len(measured)
+        count = seed if seed > 0 else max(MIN_BATCH, round(GROWTH * len(measured)))
         count = count if self.max_runs is None else min(count, self.max_runs - len(measured))
         if not scaled:  # no scale yet: the seed batch by count, each run as cheap as the prior says
             chosen = variance.choose(seconds * resources(candidates), available, math.inf, count)
@@ -142,7 +144,7 @@ class SequentialPlanner:
 
     @staticmethod
     def _model(measured: Sequence[Observation]) -> RuntimeModel | None:
-        if len(measured) < MIN_RUNS:
+        if len(measured) < MIN_HELD_OUT:
             return None
         try:
             return RuntimeModel().fit(measured)
