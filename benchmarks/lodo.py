@@ -31,6 +31,8 @@ Grids (``--grid``):
   quantile, least where the bound is as tight as it can be while 9 runs in 10 stay under it.
 - ``floor``: ``predictor.NOISE_MARGIN`` (how far under the least marginal rate a prediction must fall to be a
   collapse); it decides which candidates the cross-validation disqualifies, so each setting cross-validates anew.
+- ``ridge``: ``estimators.RIDGE`` (how hard ``sync-sgd``'s fit is pulled to one point of a valley of equally good
+  fits); it changes a candidate, so each setting cross-validates anew.
 
     .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
 """
@@ -50,7 +52,7 @@ from sklearn.base import RegressorMixin
 
 from benchmarks import datasets, questions
 from benchmarks.questions import mape
-from rayjob_advisor.models import calibration, combination, evaluation, predictor, transfer
+from rayjob_advisor.models import calibration, combination, estimators, evaluation, predictor, transfer
 from rayjob_advisor.models.estimators import CANDIDATES
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
@@ -88,6 +90,7 @@ GRIDS: dict[str, list[Setting]] = {
     ],
     "floor": [(("NOISE_MARGIN", margin),) for margin in (0.1, 0.25, 0.5, 1.0)],
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
+    "ridge": [(("RIDGE", ridge),) for ridge in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)],
 }
 CONFIDENCE = 0.9
 """The bound ``BOUND_GRIDS`` score: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
@@ -95,6 +98,9 @@ BOUND_GRIDS = frozenset({"bounds", "drift"})
 """The grids of settings that shape the bound, not the median: scored by its pinball loss (``pinball``)."""
 TRANSFER_GRIDS = frozenset({"transfer", "drift"})
 """The grids asked of the Sia datasets' ``transfer`` questions only (``transfer_losses``)."""
+REFITTED_GRIDS = frozenset({"floor", "ridge"})
+"""The grids whose settings change what the cross-validation measures (which candidates collapse, how ``sync-sgd``
+fits): each setting cross-validates anew (``question_losses``)."""
 
 
 CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
@@ -105,6 +111,7 @@ CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
     "MIN_BAND": (calibration, int),
     "MIN_SCALE_RUNS": (calibration, int),
     "NOISE_MARGIN": (predictor, float),
+    "RIDGE": (estimators, float),
 }
 """The module constants a grid sets by name, and their type."""
 
@@ -148,10 +155,10 @@ def cross_validated(profile: evaluation.Runs) -> tuple[evaluation.CrossValidatio
 def question_losses(grid: str, cut: questions.Cut) -> list[float]:
     """One question's loss under every setting of ``grid``: the chosen MAPE (the bound's pinball loss for
     ``bounds``). The candidates are cross-validated once, each setting combines them anew (``evaluation.combine``);
-    ``floor`` changes what the cross-validation disqualifies, so it cross-validates per setting."""
+    ``REFITTED_GRIDS`` cross-validate per setting."""
     profile = evaluation.Runs.from_observations(cut.train)
     actual = np.array([run.execution_seconds for run in cut.test])
-    shared = None if grid == "floor" else cross_validated(profile)
+    shared = None if grid in REFITTED_GRIDS else cross_validated(profile)
     found = []
     for setting in GRIDS[grid]:
         apply(setting)

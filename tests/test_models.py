@@ -62,6 +62,19 @@ def test_structured_models_extrapolate_to_more_workers_and_ernest_cannot(noisele
     assert errors["sync-sgd"] < 0.3 * errors["ernest"] and errors["dataparallel"] < 0.5 * errors["ernest"]
 
 
+def test_sync_sgd_fits_one_point_of_a_valley_of_equally_good_fits_whatever_the_rounding():
+    """The shipped profile (one per-worker batch per worker count, one epoch count) leaves parameters its runs
+    cannot tell apart; the fit is the same in any order of the runs (as on any machine's BLAS), and a per-epoch
+    cost it cannot see is none."""
+    runs = evaluation.Runs.from_observations(read_observations(shipped_data("digits-cnn"))[0])
+    train, asked = runs.workers <= 2, runs.workers > 2
+    order = np.flatnonzero(train)
+    forward = CANDIDATES["sync-sgd"]().fit(runs.X[order], runs.y[order])
+    backward = CANDIDATES["sync-sgd"]().fit(runs.X[order[::-1]], runs.y[order[::-1]])
+    assert forward.predict(runs.X[asked]) == pytest.approx(backward.predict(runs.X[asked]), rel=1e-5)
+    assert forward.theta_[1] == 0.0  # c1: one epoch count
+
+
 def test_evaluation_covers_every_split_and_candidate_and_their_combination(evaluated):
     document = evaluated.to_json()
     # 4 sizes over 8x: a quarter of the largest is the second smallest, and far-extrapolate-size is extrapolate's
