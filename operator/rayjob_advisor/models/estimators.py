@@ -39,7 +39,8 @@ valley of equally good fits, and where the solver stopped in it depended on the 
 AVX2 and AVX-512 kernels): the pull makes the fit one point, the same on every machine, and is too weak to move a
 parameter the runs determine. Chosen leave-one-dataset-out (``python -m benchmarks.lodo --grid ridge``) among 1e-6,
 1e-5, 1e-4, 1e-3 and 1e-2: over the 18 datasets (2026-12-04), 1e-5 for 17 of the 18 left-out datasets (1e-6 for
-Sia bert A100), 11.68 % mean left-out MAPE; mean over the datasets 11.65 % against 11.68-11.77 % for the others. The
+Sia bert A100), 11.68 % mean left-out MAPE; mean over the datasets 11.65 % against 11.68-11.77 % for the others
+and 11.68 % with no pull at all (0: chosen for Sia bert A100 alone, in a grid of 0 and 1e-5). The
 predictions of ``SyncSGD`` fitted on each dataset's runs of at most half its most workers then agree within 2e-6 on
 AVX2 and AVX-512 kernels (``OPENBLAS_CORETYPE=Haswell`` and ``SkylakeX``)."""
 
