@@ -212,8 +212,8 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         one_epoch_count = len(np.unique(columns.epochs)) < 2
         if one_epoch_count:
             upper[1] = 1e-12  # c1: fixed below (class docstring)
-        scale = np.array([float(np.median(y)), float(np.median(y)), step, per_sample, 1.0, step, step]
-                         + [step] * len(self.node_counts_))  # fmt: skip
+        runtime = float(np.median(y))
+        scale = np.array([runtime, runtime, step, per_sample, 1.0, step, step] + [step] * len(self.node_counts_))
         reference = np.zeros(size)
         reference[4] = 1.0
         best = None
