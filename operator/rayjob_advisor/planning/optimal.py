@@ -22,16 +22,13 @@ import numpy as np
 
 from rayjob_advisor.models import design
 
-PRIOR = 1e-3
-"""Ridge prior on the normalised features: a run's scaled row has squared norm of order one, so this is a thousandth
-of one run's information, enough to keep ``M`` invertible before the first runs and to tell apart runs whose
-features are collinear (a dataset that never varies the GPUs). Chosen by leave-one-dataset-out among 1e-3 and 0.1,
-with ``sequential.GROWTH`` (``.venv/bin/python -m benchmarks.plan --lodo``, 2026-12-04): 1e-3 for 16 of the 17
-left-out traces; re-run over the 18 with ``ray-mlp`` (and the model's settings re-chosen with it), 1e-3 and 0.1 for
-9 each, the median plan / grid ratios within 0.01 (0.998-1.008): on that tie it keeps 1e-3. Re-run once more
-after profiles were fitted from 8 runs and ``sync-sgd`` to one point (2026-12-04): 0.1 for 17 of 18, median ratio
-0.998 against 1.008. Not yet changed: it changes the seed of every plan and the tutorial's printed plan, which need
-re-running with it."""
+PRIOR = 0.1
+"""Ridge prior on the normalised features: a run's scaled row has squared norm of order one, so this is a tenth of
+one run's information, enough to keep ``M`` invertible before the first runs and to tell apart runs whose features
+are collinear (a dataset that never varies the GPUs). Chosen by leave-one-dataset-out among 1e-3 and 0.1, with
+``sequential.GROWTH`` (``.venv/bin/python -m benchmarks.plan --lodo``): 0.1 for 17 of the 18 left-out traces
+(median plan / grid MAPE ratio 0.998 against 1.008), re-run on 2026-12-04 after profiles were fitted from 8 runs
+and ``sync-sgd`` to one point (before that: 1e-3 for 16 of 17 traces, then a 9-9 tie over 18)."""
 
 
 def features(X: np.ndarray) -> np.ndarray:
