@@ -36,12 +36,16 @@ def lab(run: PlannedRun) -> Observation:
     return Observation.measured(run, nodes=run.nodes, execution_seconds=seconds)
 
 
-def follow(plan: Plan, measured: list[Observation]) -> tuple[Plan, list[Observation]]:
-    """Run a plan to its end in the lab: what ``profile --plan`` does with Ray Train."""
+def follow(plan: Plan, measured: list[Observation]) -> tuple[Plan, list[Observation], list[float | None]]:
+    """Run a plan to its end in the lab: what ``profile --plan`` does with Ray Train; with the expected error at
+    the targets of every step."""
+    errors: list[float | None] = []
     while True:
         planned, _ = planning.advance(plan, measured)
+        assert planned.status is not None
+        errors.append(planned.status.expected_error)
         if not planned.next:
-            return planned, measured
+            return planned, measured, errors
         measured = measured + [lab(run) for run in planned.next]
 
 
@@ -49,7 +53,7 @@ def test_the_plan_spends_at_most_its_budget_on_fewer_runs_than_the_grid():
     grid = [lab(run) for run in Plan.model_validate({**SPEC, "goal": 0.01}).candidate_runs()]
     budget = 0.25 * cost(grid)
     plan = Plan.model_validate({**SPEC, "budget_seconds": budget})
-    planned, measured = follow(plan, [])
+    planned, measured, _ = follow(plan, [])
     assert planned.status is not None and planned.status.stop == "budget"
     assert 9 <= len(measured) < len(grid) / 2
     assert planned.status.spent <= budget
@@ -58,15 +62,10 @@ def test_the_plan_spends_at_most_its_budget_on_fewer_runs_than_the_grid():
 
 
 def test_the_plan_stops_at_its_goal():
-    plan, measured, errors = Plan.model_validate({**SPEC, "goal": 0.5}), [], []
-    while True:  # ``follow``, keeping the expected error of every step
-        planned, _ = planning.advance(plan, measured)
-        assert planned.status is not None
-        errors.append(planned.status.expected_error)
-        if not planned.next:
-            break
-        measured = measured + [lab(run) for run in planned.next]
-    assert planned.status.stop == "goal" and len(measured) < len(plan.candidate_runs()) / 2
+    plan = Plan.model_validate({**SPEC, "goal": 0.5})
+    planned, measured, errors = follow(plan, [])
+    assert planned.status is not None and planned.status.stop == "goal"
+    assert len(measured) < len(plan.candidate_runs()) / 2
     assert errors[-1] is not None and errors[-1] <= 0.5
     assert all(error is None or error > 0.5 for error in errors[:-1])  # not one batch past the goal
 
