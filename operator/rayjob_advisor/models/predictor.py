@@ -30,7 +30,7 @@ its smallest sizes), so a raw prediction is a collapse only well under it. Chose
 benchmarks.lodo --grid floor``) among 0.1, 0.25, 0.5 and 1: 0.1 for all 18 left-out datasets (re-run on 2026-12-04
 after ``sync-sgd`` was fitted to one point; mean MAPE over the datasets 11.64 %, 0.25: 11.65 %, 0.5: 11.66 %,
 1: 11.71 %). The grid is flat: only ``ray-mlp`` tells 0.1 and 0.25 apart (15.34 % against 15.37 %), and with it
-left out the two tie. (The morning's run tied 0.1 and 0.25 on every dataset and kept the larger.)"""
+left out the two tie."""
 
 
 def marginal_rate(X: np.ndarray, y: np.ndarray) -> float:

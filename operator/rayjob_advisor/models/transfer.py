@@ -53,17 +53,15 @@ _DRIFT_QUANTILES = norm.ppf((np.arange(5) + 0.5) / 5)
 MIN_SLOPE_WORKER_COUNTS = 3
 """Distinct worker counts the new runs need before the factor may change with the worker count. Three, against
 two: leave-one-dataset-out beside ``MIN_OWN_WORKER_COUNTS`` (below), chosen for all 9 left-out Sia datasets, 19.6 %
-mean MAPE over them against 21.6 % (re-run on 2026-12-04 after ``sync-sgd`` was fitted to one point; the morning's
-run: 8 of 9, 17.1 % against 18.0 %)."""
+mean MAPE over them against 21.6 % (re-run on 2026-12-04 after ``sync-sgd`` was fitted to one point)."""
 MIN_OWN_WORKER_COUNTS = 2
 """Distinct worker counts an accelerator's own runs need before its own model may be preferred to a transfer
 (``candidate_models``): at one count it has measured no synchronisation at all. Two, against three (the fewest
 for which its cross-validation holds out a worker count): leave-one-dataset-out over the nine Sia datasets, each
 a new accelerator measured by ``evaluation.MIN_HELD_OUT`` runs at its two smallest GPU counts beside each other GPU
 type, 19.6 % mean MAPE against 32.0-33.1 %, chosen for every left-out dataset (``python -m benchmarks.lodo --grid
-transfer``, re-run on 2026-12-04 after ``sync-sgd`` was fitted to one point; the morning's run: 17.1 % against
-32.0 %): with two counts the structure of a step (the combination's prior) scales better than the other GPU type's
-measured shape moved by a factor."""
+transfer``, re-run on 2026-12-04 after ``sync-sgd`` was fitted to one point): with two counts the structure of a step
+(the combination's prior) scales better than the other GPU type's measured shape moved by a factor."""
 
 
 @dataclasses.dataclass(frozen=True)
