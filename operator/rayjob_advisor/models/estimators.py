@@ -311,7 +311,7 @@ every left-out dataset, over the 18 datasets (re-run on 2026-12-04 after ``sync-
 mean left-out MAPE, against 11.81-12.21 % without any one of them (over the 17 before ``ray-mlp``: 11.1 % against
 11.3-11.6 %). Two more used to be: an aMLLibrary-style ridge on the features, their inverses and pairwise products, and
 an RBF support-vector regression of the time per sample; left out, the combination's mean MAPE fell from 11.8 %
-to 11.2 % (the same grid with them, before the prior inside the profile was re-chosen), and a fit takes half the time."""
+to 11.2 % (the same grid with them, before the prior inside the profile was re-chosen); a fit takes half the time."""
 PER_SAMPLE: tuple[str, ...] = ("gradient-boosting",)
 """Candidates besides the structural ones whose runtime scales with the work beyond the profile: a tree ensemble of
 the time per sample (``_PerSampleLog``) holds its value at the edge of the data there, so more work is more time in
