@@ -49,3 +49,10 @@ def promtool() -> Callable[..., str]:
         return done.stdout
 
     return run
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Real Ray clusters one at a time: with ``-n`` (pytest-xdist) the ``ray`` tests share one worker."""
+    for item in items:
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
