@@ -75,6 +75,24 @@ def test_failed_runs_are_recorded_and_retried_on_resume(tmp_path):
     assert (retry.finished, retry.skipped) == (1, 1)
 
 
+def test_a_sweep_or_plan_with_nothing_left_to_run_starts_no_ray(tmp_path, capsys):
+    """Resuming a finished sweep or plan starts no Ray: the first run that needs it does (so here, with an address
+    nothing listens on, a start would fail both)."""
+    out, plan = tmp_path / "runs.csv", tmp_path / "plan.yaml"
+    specs = harness.grid("digits-cnn", [1, 2], [1000], [1], [128], [0.5], 0.0, repeats=1)
+    write_observations(out, [fake_observation(spec) for spec in specs])
+    nowhere = ["--address", "127.0.0.1:9", "--out", str(out), "--no-progress"]
+    argv = ["profile", "--workload", "digits-cnn", "--workers", "1,2", "--dataset-sizes", "1000", "--batch-size", "128",
+            "--cpus-per-worker", "0.5", "--repeats", "1", *nowhere]  # fmt: skip
+    assert main(argv) == 0
+    assert "0 runs finished, 2 already in" in capsys.readouterr().out
+    candidates = {"workers": [1, 2], "dataset_sizes": [1000], "batch_sizes": [128]}
+    plan.write_text(yaml.safe_dump({"workload": "digits-cnn", "candidates": candidates, "targets": candidates,
+                                    "cpus_per_worker": 0.5, "repeats": 1, "max_runs": 2}))  # fmt: skip
+    assert main(["profile", "--plan", str(plan), *nowhere]) == 0
+    assert "0 runs finished, 0 failed" in capsys.readouterr().out
+
+
 def test_train_functions_by_name(tmp_path):
     assert harness.load_train_function("digits-cnn") is harness.WORKLOADS["digits-cnn"]
     assert harness.load_train_function("json:dumps") is json.dumps
@@ -187,8 +205,9 @@ def failing_training(config):
 def test_a_failing_training_function_is_recorded_as_a_failed_run(tmp_path):
     out = tmp_path / "runs.csv"
     specs = harness.grid("broken", [1], [10], [1], [8], [0.5], 0.0, repeats=1)
-    with harness.ray_session():
-        summary = harness.sweep(specs, harness.RayTrainRunner(failing_training, str(tmp_path)), out, progress=False)
+    with harness.RaySession() as ray:
+        runner = harness.RayTrainRunner(failing_training, str(tmp_path), ray)
+        summary = harness.sweep(specs, runner, out, progress=False)
     assert (summary.finished, summary.failed) == (0, 1)
     assert not out.exists()
     (failure,) = harness.failures_path(out).read_text().splitlines()[1:]

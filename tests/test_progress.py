@@ -300,7 +300,7 @@ def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path, monkeyp
     from ray.train import RunConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    from rayjob_advisor.profiling.harness import ray_session
+    from rayjob_advisor.profiling.harness import RaySession
 
     api = advisor.api
     stored = started(api, "real", ago=5)
@@ -327,7 +327,8 @@ def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path, monkeyp
         scaling_config=ScalingConfig(num_workers=1),
         run_config=RunConfig(storage_path=str(tmp_path / "ray"), callbacks=[callback]),
     )
-    with ray_session():
+    with RaySession() as ray:
+        ray.start()
         trainer.fit()
     final = notes(api, "real")  # the last report was sent before fit() returned
     assert json.loads(final[ann.PROGRESS])["done"] == 4

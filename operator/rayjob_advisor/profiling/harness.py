@@ -14,7 +14,6 @@ again by the next resume.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import datetime as dt
@@ -25,7 +24,7 @@ import pathlib
 import platform
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import ray
@@ -137,32 +136,44 @@ def local_token_auth() -> None:
     ray_config.initialize("")
 
 
-@contextlib.contextmanager
-def ray_session(address: str | None = None) -> Iterator[None]:
-    """Ray for a sweep: started here (all local cores) or connected to a cluster at ``address``."""
-    if address is None:
-        local_token_auth()
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    else:
-        ray.init(address=address, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
+class RaySession:
+    """Ray for a sweep: started (all local cores) or connected to at ``address`` by the first run that needs it,
+    so a sweep or plan with nothing left to run starts nothing; shut down when the ``with`` block ends."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address
+
+    def start(self) -> None:
+        if ray.is_initialized():
+            return
+        if self.address is None:
+            local_token_auth()
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        else:
+            ray.init(address=self.address, log_to_driver=False)
+
+    def __enter__(self) -> RaySession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if ray.is_initialized():
+            ray.shutdown()
 
 
 class RayTrainRunner:
-    """Runs specs as Ray Train jobs in the current Ray session.
+    """Runs specs as Ray Train jobs in ``session`` (started by the first).
 
     ``storage_path`` is Ray Train's run storage; on a multi-node cluster it
     must be reachable from every node.
     """
 
-    def __init__(self, train: TrainFunction, storage_path: str) -> None:
+    def __init__(self, train: TrainFunction, storage_path: str, session: RaySession) -> None:
         self.train = train
         self.storage_path = storage_path
+        self.session = session
 
     def __call__(self, spec: RunSpec) -> Observation:
+        self.session.start()
         config = dataclasses.asdict(spec)
         # The two ignores below: ray.train picks Train v1 or v2 at import (v2 by default); mypy sees v1,
         # whose trainer expects no return value and whose Result has no return_value.
