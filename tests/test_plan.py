@@ -61,6 +61,19 @@ def test_the_plan_spends_at_most_its_budget_on_fewer_runs_than_the_grid():
     assert planned.status.expected_error is not None and 0 < planned.status.expected_error < 1
 
 
+def test_a_budget_below_the_seeds_cost_is_not_overspent_by_it():
+    """The seed's costs are unknown until a run is measured: with a budget the first run is measured alone, and the
+    rest of the seed is held to the budget (the whole seed here costs twice the budget)."""
+    grid = [lab(run) for run in Plan.model_validate({**SPEC, "goal": 0.01}).candidate_runs()]
+    budget = 0.08 * cost(grid)
+    first, _ = planning.advance(Plan.model_validate({**SPEC, "budget_seconds": budget}), [])
+    assert len(first.next) == 1 and first.status is not None and first.status.expected_cost is None
+    planned, measured, _ = follow(Plan.model_validate({**SPEC, "budget_seconds": budget}), [])
+    assert planned.status is not None and planned.status.stop == "budget"
+    assert 1 < len(measured) < 9 and planned.status.spent <= budget
+    assert planned.status.expected_error is None  # too few runs for a model: the plan says so rather than overspend
+
+
 def test_the_plan_stops_at_its_goal():
     plan = Plan.model_validate({**SPEC, "goal": 0.5})
     planned, measured, errors = follow(plan, [])
@@ -116,9 +129,15 @@ def test_the_plan_command_prints_and_writes_the_next_runs(tmp_path: pathlib.Path
     assert main(["plan", str(spec), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "expected error at the targets: unknown until 9 runs are measured" in printed
+    first = planning.read_plan(out)  # with a budget, one run first: it gives the costs a unit
+    assert len(first.next) == 1 and first.status is not None and first.status.stop is None
+    write_observations(results, [lab(run) for run in first.next])
+    assert main(["plan", str(out), "--results", str(results), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
     seed = planning.read_plan(out)
-    assert len(seed.next) == 9 and seed.status is not None and seed.status.stop is None
-    write_observations(results, [lab(run) for run in seed.next])
+    assert len(seed.next) == 8 and all(run.expected_cost is not None and run.expected_cost > 0 for run in seed.next)
+    assert "expected error at the targets: unknown until 9 runs are measured" in printed
+    write_observations(results, [lab(run) for run in [*first.next, *seed.next]])
     assert main(["plan", str(out), "--results", str(results), "--format", "json"]) == 0
     document = yaml.safe_load(capsys.readouterr().out)
     assert document["status"]["measured"] == 9 and document["status"]["expected_error"] > 0

@@ -193,10 +193,15 @@ def plan_table(plan: Plan) -> str:
         for target in status.targets
     ]
     lines += [
-        f"measured: {status.measured} runs, {status.spent:.1f} {unit}",
+        f"measured: {_runs(status.measured)}, {status.spent:.1f} {unit}",
         f"expected cost with the next runs: {expected}"
         + ("" if plan.budget_seconds is None else f" (budget {plan.budget_seconds:g})"),
         f"expected error at the targets: {error}" + ("" if plan.goal is None else f" (goal {percent(plan.goal)})"),
-        f"stop: {_STOPS[status.stop]}" if status.stop else f"next: {len(plan.next)} runs, then plan again",
+        f"stop: {_STOPS[status.stop]}" if status.stop else f"next: {_runs(len(plan.next))}, then plan again",
     ]
     return "\n".join(lines)
+
+
+def _runs(count: int) -> str:
+    """``1 run``, ``9 runs``: a plan's first step measures one."""
+    return f"{count} run" if count == 1 else f"{count} runs"

@@ -4,8 +4,9 @@ Each ``step`` looks at the runs measured so far and answers what to run next:
 
 - with fewer than ``evaluation.MIN_HELD_OUT`` runs there is no model yet (from that many, every run held out once
   is enough to bound it, whatever the runs' shape): a seed batch makes them up to that many, its
-  costs from a prior (runtime proportional to the work per GPU, or per CPU, scaled to the runs measured so far;
-  unknown before the first one, when the seed batch is chosen by count alone);
+  costs from a prior (runtime proportional to the work per GPU, or per CPU, scaled to the runs measured so far).
+  Before the first run the prior's costs have no unit: a plan with a budget measures one run alone first, so that
+  the rest of the seed is held to the budget; without one the whole seed is chosen at once, by count;
 - from then on the runtime model is refitted on every step (``models.runtime.RuntimeModel``, what the profile will
   predict with): it predicts each candidate's cost and the runtimes that weigh the design, and its upper bound at
   the targets is the plan's *expected error at the target*: the mean over the targets of ``upper / p50 - 1`` at
@@ -129,12 +130,13 @@ class SequentialPlanner:
         seed = MIN_HELD_OUT - len(measured)
         count = seed if seed > 0 else max(MIN_BATCH, round(GROWTH * len(measured)))
         count = count if self.max_runs is None else min(count, self.max_runs - len(measured))
-        if not scaled:  # no scale yet: the seed batch by count, each run as cheap as the prior says
-            chosen = variance.choose(seconds * resources(candidates), available, math.inf, count)
+        if not scaled:  # no unit yet: by count, each run as cheap as the prior says; one, against a budget
+            first = count if self.budget is None else 1
+            chosen = variance.choose(seconds * resources(candidates), available, math.inf, first)
             return Step(tuple(chosen), None, None, spent, error, None, model)
         costs = seconds * resources(candidates)
         left = math.inf if self.budget is None else self.budget - spent
-        chosen = variance.choose(costs, available, left, count, self._upper(model, candidates, costs))
+        chosen = variance.choose(costs, available, left, count, self._upper(model, candidates, costs, measured))
         if not chosen:
             return Step((), (), (), spent, error, "budget", model)
         return Step(
@@ -151,10 +153,14 @@ class SequentialPlanner:
         except NotEnoughData:  # too alike to cross-validate: the next batch adds variety
             return None
 
-    def _upper(self, model: RuntimeModel | None, runs: Sequence[Runlike], costs: np.ndarray) -> np.ndarray:
-        """The costs the budget is held to: at the model's upper bound, so that a plan rarely overspends."""
+    def _upper(
+        self, model: RuntimeModel | None, runs: Sequence[Runlike], costs: np.ndarray, measured: Sequence[Observation]
+    ) -> np.ndarray:
+        """The costs the budget is held to, so that a plan rarely overspends: at the model's upper bound; without a
+        model, the prior's at the highest rate measured so far (its median rate misses each run's fixed costs)."""
         if model is None:
-            return costs
+            rates = _rates(measured)
+            return costs * float(np.max(rates) / np.median(rates))
         return np.asarray(model.predict_upper(runs, self.confidence) * resources(runs), dtype=float)
 
     @staticmethod
@@ -165,9 +171,17 @@ class SequentialPlanner:
         scaling of the work over the run's GPUs or CPUs) scaled to the runs measured, in no unit before any."""
         if model is not None:
             return model.predict(runs), True
-        prior = matrix(runs)[:, design.WORK] / resources(runs)
+        prior = _prior(runs)
         if not measured:
             return prior, False
-        measured_prior = matrix(measured)[:, design.WORK] / resources(measured)
-        rate = float(np.median(np.array([run.execution_seconds for run in measured]) / measured_prior))
-        return rate * prior, True
+        return float(np.median(_rates(measured))) * prior, True
+
+
+def _prior(runs: Sequence[Runlike]) -> np.ndarray:
+    """The prior's runtime of each run, in no unit: its work over its GPUs (or CPUs), perfect scaling."""
+    return np.asarray(matrix(runs)[:, design.WORK] / resources(runs), dtype=float)
+
+
+def _rates(measured: Sequence[Observation]) -> np.ndarray:
+    """Seconds per unit of the prior of each measured run."""
+    return np.array([run.execution_seconds for run in measured], dtype=float) / _prior(measured)
