@@ -61,17 +61,22 @@ def test_the_plan_spends_at_most_its_budget_on_fewer_runs_than_the_grid():
     assert planned.status.expected_error is not None and 0 < planned.status.expected_error < 1
 
 
-def test_a_budget_below_the_seeds_cost_is_not_overspent_by_it():
+def test_a_budget_below_the_seeds_cost_is_not_overspent_by_it(tmp_path: pathlib.Path, capsys):
     """The seed's costs are unknown until a run is measured: with a budget the first run is measured alone, and the
     rest of the seed is held to the budget (the whole seed here costs twice the budget)."""
     grid = [lab(run) for run in Plan.model_validate({**SPEC, "goal": 0.01}).candidate_runs()]
-    budget = 0.08 * cost(grid)
-    first, _ = planning.advance(Plan.model_validate({**SPEC, "budget_seconds": budget}), [])
+    spec = {**SPEC, "budget_seconds": 0.08 * cost(grid)}
+    first, _ = planning.advance(Plan.model_validate(spec), [])
     assert len(first.next) == 1 and first.status is not None and first.status.expected_cost is None
-    planned, measured, _ = follow(Plan.model_validate({**SPEC, "budget_seconds": budget}), [])
+    planned, measured, _ = follow(Plan.model_validate(spec), [])
     assert planned.status is not None and planned.status.stop == "budget"
-    assert 1 < len(measured) < 9 and planned.status.spent <= budget
+    assert 1 < len(measured) < 9 and planned.status.spent <= spec["budget_seconds"]
     assert planned.status.expected_error is None  # too few runs for a model: the plan says so rather than overspend
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(spec))
+    write_observations(tmp_path / "runs.csv", measured)
+    assert main(["plan", str(tmp_path / "plan.yaml"), "--results", str(tmp_path / "runs.csv")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == "stop: no run left fits in the budget before the 9 runs a model needs: raise budget_seconds"
 
 
 def test_the_plan_stops_at_its_goal():

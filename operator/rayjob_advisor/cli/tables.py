@@ -197,7 +197,9 @@ def plan_table(plan: Plan) -> str:
         f"expected cost with the next runs: {expected}"
         + ("" if plan.budget_seconds is None else f" (budget {plan.budget_seconds:g})"),
         f"expected error at the targets: {error}" + ("" if plan.goal is None else f" (goal {percent(plan.goal)})"),
-        f"stop: {_STOPS[status.stop]}" if status.stop else f"next: {_runs(len(plan.next))}, then plan again",
+        f"stop: {_stop(status.stop, status.expected_error)}"
+        if status.stop
+        else f"next: {_runs(len(plan.next))}, then plan again",
     ]
     return "\n".join(lines)
 
@@ -205,3 +207,10 @@ def plan_table(plan: Plan) -> str:
 def _runs(count: int) -> str:
     """``1 run``, ``9 runs``: a plan's first step measures one."""
     return f"{count} run" if count == 1 else f"{count} runs"
+
+
+def _stop(stop: str, expected_error: float | None) -> str:
+    """Why the plan stopped; a budget spent before there is a model says what to change."""
+    if stop == "budget" and expected_error is None:
+        return f"{_STOPS[stop]} before the 9 runs a model needs: raise budget_seconds"
+    return _STOPS[stop]

@@ -184,4 +184,4 @@ def _prior(runs: Sequence[Runlike]) -> np.ndarray:
 
 def _rates(measured: Sequence[Observation]) -> np.ndarray:
     """Seconds per unit of the prior of each measured run."""
-    return np.array([run.execution_seconds for run in measured], dtype=float) / _prior(measured)
+    return np.asarray(np.array([run.execution_seconds for run in measured], dtype=float) / _prior(measured))
