@@ -27,8 +27,8 @@ PRIOR = 0.1
 one run's information, enough to keep ``M`` invertible before the first runs and to tell apart runs whose features
 are collinear (a dataset that never varies the GPUs). Chosen by leave-one-dataset-out among 1e-3 and 0.1, with
 ``sequential.GROWTH`` (``.venv/bin/python -m benchmarks.plan --lodo``): 0.1 for 17 of the 18 left-out traces
-(median plan / grid MAPE ratio 0.998 against 1.008), re-run on 2026-12-04 after profiles were fitted from 8 runs
-and ``sync-sgd`` to one point (before that: 1e-3 for 16 of 17 traces, then a 9-9 tie over 18)."""
+(median plan / grid MAPE ratio 0.997 against 1.008), re-run on 2026-12-04 after profiles were fitted from 8 runs
+and ``sync-sgd`` to one point, and again with a plan's first run measured alone (the same choices)."""
 
 
 def features(X: np.ndarray) -> np.ndarray:

@@ -42,8 +42,8 @@ GROWTH = 1.0 / 3.0
 """A batch is a third of the runs measured so far: a constant fraction keeps the refits logarithmic in the runs,
 and a third lets every batch see the last refit's predictions of the costs. Chosen by leave-one-dataset-out among
 a third and a half, with ``optimal.PRIOR`` (its command): re-run on 2026-12-04 after profiles were fitted from 8
-runs and ``sync-sgd`` to one point, a third for all 18 left-out traces (before: a third for 10 of the 18, a half for
-8; the median plan / grid MAPE ratios of the settings differ by 0.01 at most)."""
+runs and ``sync-sgd`` to one point, and again with a plan's first run measured alone: a third for all 18 left-out
+traces (the median plan / grid MAPE ratios of the settings differ by 0.01 at most)."""
 
 
 def matrix(runs: Sequence[Runlike]) -> np.ndarray:
