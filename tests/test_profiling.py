@@ -205,8 +205,8 @@ def failing_training(config):
 def test_a_failing_training_function_is_recorded_as_a_failed_run(tmp_path):
     out = tmp_path / "runs.csv"
     specs = harness.grid("broken", [1], [10], [1], [8], [0.5], 0.0, repeats=1)
-    with harness.RaySession() as ray:
-        runner = harness.RayTrainRunner(failing_training, str(tmp_path), ray)
+    with harness.RaySession() as session:
+        runner = harness.RayTrainRunner(failing_training, str(tmp_path), session)
         summary = harness.sweep(specs, runner, out, progress=False)
     assert (summary.finished, summary.failed) == (0, 1)
     assert not out.exists()

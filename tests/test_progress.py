@@ -327,8 +327,8 @@ def test_the_ray_train_callback_moves_a_real_runs_eta(advisor, tmp_path, monkeyp
         scaling_config=ScalingConfig(num_workers=1),
         run_config=RunConfig(storage_path=str(tmp_path / "ray"), callbacks=[callback]),
     )
-    with RaySession() as ray:
-        ray.start()
+    with RaySession() as session:
+        session.start()
         trainer.fit()
     final = notes(api, "real")  # the last report was sent before fit() returned
     assert json.loads(final[ann.PROGRESS])["done"] == 4

@@ -379,8 +379,8 @@ def _profile(args: argparse.Namespace) -> None:
         args.workload, args.workers, args.dataset_sizes, args.epochs, args.batch_size,
         args.cpus_per_worker, args.gpus_per_worker, args.repeats, args.accelerator,
     )  # fmt: skip
-    with harness.RaySession(args.address) as ray, tempfile.TemporaryDirectory(prefix="rayjob-advisor-") as scratch:
-        runner = harness.RayTrainRunner(train, args.storage_path or scratch, ray)
+    with harness.RaySession(args.address) as session, tempfile.TemporaryDirectory(prefix="rayjob-advisor-") as scratch:
+        runner = harness.RayTrainRunner(train, args.storage_path or scratch, session)
         summary = harness.sweep(specs, runner, args.out, harness.provenance(), progress=not args.no_progress)
     print(
         f"{summary.finished} runs finished, {summary.skipped} already in {args.out}, {summary.failed} failed"
@@ -410,8 +410,8 @@ def _follow(
     A batch of which no run finished stops it too: the failed runs are in OUT.failures.csv, and the same plan would
     choose them again."""
     finished = failed = 0
-    with harness.RaySession(args.address) as ray, tempfile.TemporaryDirectory(prefix="rayjob-advisor-") as scratch:
-        runner = harness.RayTrainRunner(train, args.storage_path or scratch, ray)
+    with harness.RaySession(args.address) as session, tempfile.TemporaryDirectory(prefix="rayjob-advisor-") as scratch:
+        runner = harness.RayTrainRunner(train, args.storage_path or scratch, session)
         while True:
             planned, _ = planning.advance(plan, _results(args, args.out))
             if not planned.next:

@@ -138,10 +138,12 @@ def local_token_auth() -> None:
 
 class RaySession:
     """Ray for a sweep: started (all local cores) or connected to at ``address`` by the first run that needs it,
-    so a sweep or plan with nothing left to run starts nothing; shut down when the ``with`` block ends."""
+    so a sweep or plan with nothing left to run starts nothing; shut down when the ``with`` block ends if it was
+    started here (a Ray the caller started is the caller's)."""
 
     def __init__(self, address: str | None = None) -> None:
         self.address = address
+        self.started = False
 
     def start(self) -> None:
         if ray.is_initialized():
@@ -151,13 +153,15 @@ class RaySession:
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=self.address, log_to_driver=False)
+        self.started = True
 
     def __enter__(self) -> RaySession:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if ray.is_initialized():
+        if self.started:
             ray.shutdown()
+            self.started = False
 
 
 class RayTrainRunner:
