@@ -185,7 +185,7 @@ def plan_table(plan: Plan) -> str:
     error = (
         f"within +{percent(status.expected_error)} of the prediction at {status.confidence:g} confidence"
         if status.expected_error is not None
-        else "unknown until 9 runs are measured"
+        else f"unknown until {evaluation.MIN_HELD_OUT} runs are measured"
     )
     lines += [
         f"at the target: {target.workers} workers, {target.dataset_size} samples x {target.epochs} epochs, batch "
@@ -212,5 +212,5 @@ def _runs(count: int) -> str:
 def _stop(stop: str, expected_error: float | None) -> str:
     """Why the plan stopped; a budget spent before there is a model says what to change."""
     if stop == "budget" and expected_error is None:
-        return f"{_STOPS[stop]} before the 9 runs a model needs: raise budget_seconds"
+        return f"{_STOPS[stop]} before the {evaluation.MIN_HELD_OUT} runs a model needs: raise budget_seconds"
     return _STOPS[stop]
