@@ -33,6 +33,9 @@ Grids (``--grid``):
   collapse); it decides which candidates the cross-validation disqualifies, so each setting cross-validates anew.
 - ``ridge``: ``estimators.RIDGE`` (how hard ``sync-sgd``'s fit is pulled to one point of a valley of equally good
   fits); it changes a candidate, so each setting cross-validates anew.
+- ``sharing``: ``estimators.SHARED_LINK`` (the candidates that price the workers sharing a node): none,
+  ``dataparallel`` alone, or both structural step models; it changes candidates, so each setting cross-validates
+  anew.
 
     .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
 """
@@ -91,6 +94,7 @@ GRIDS: dict[str, list[Setting]] = {
     "floor": [(("NOISE_MARGIN", margin),) for margin in (0.1, 0.25, 0.5, 1.0)],
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
     "ridge": [(("RIDGE", ridge),) for ridge in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)],
+    "sharing": [(("SHARED_LINK", link),) for link in ("none", "dataparallel", "dataparallel+sync-sgd")],
 }
 CONFIDENCE = 0.9
 """The bound ``BOUND_GRIDS`` score: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
@@ -98,9 +102,9 @@ BOUND_GRIDS = frozenset({"bounds", "drift"})
 """The grids of settings that shape the bound, not the median: scored by its pinball loss (``pinball``)."""
 TRANSFER_GRIDS = frozenset({"transfer", "drift"})
 """The grids asked of the Sia datasets' ``transfer`` questions only (``transfer_losses``)."""
-REFITTED_GRIDS = frozenset({"floor", "ridge"})
-"""The grids whose settings change what the cross-validation measures (which candidates collapse, how ``sync-sgd``
-fits): each setting cross-validates anew (``question_losses``)."""
+REFITTED_GRIDS = frozenset({"floor", "ridge", "sharing"})
+"""The grids whose settings change what the cross-validation measures (which candidates collapse, how the step
+models fit): each setting cross-validates anew (``question_losses``)."""
 
 
 CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
@@ -122,6 +126,8 @@ def apply(setting: Setting) -> None:
     for name, value in setting:
         if name == "PRIOR":
             combination.PRIOR = PRIORS[str(value)]
+        elif name == "SHARED_LINK":
+            estimators.SHARED_LINK = () if value == "none" else tuple(str(value).split("+"))
         elif name == "CANDIDATES":
             continue  # read by ``losses``: which candidates a combination may take
         elif name in CONSTANTS:

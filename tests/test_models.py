@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 
@@ -11,7 +12,7 @@ import pytest
 from sklearn.utils.validation import check_is_fitted
 
 from rayjob_advisor.advice.features import Features
-from rayjob_advisor.models import calibration, combination, evaluation, splits
+from rayjob_advisor.models import calibration, combination, design, estimators, evaluation, splits
 from rayjob_advisor.models.estimators import CANDIDATES, PER_SAMPLE, STRUCTURAL, Ernest
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.models.startup import StartupCurve
@@ -60,6 +61,39 @@ def test_structured_models_extrapolate_to_more_workers_and_ernest_cannot(noisele
     # the synthetic law syncs linearly in W; SyncSGD's growth is a ring's, bounded (see its docstring): it falls
     # short of a linear law, but far less than Ernest, which has no synchronisation at all
     assert errors["sync-sgd"] < 0.3 * errors["ernest"] and errors["dataparallel"] < 0.5 * errors["ernest"]
+
+
+def _packed_runs(packings: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of a step that waits for its busiest node's shared host link, as on Sia's V100s: (workers, nodes) each,
+    at two dataset sizes and 32 samples per worker."""
+    X, y = [], []
+    for (workers, nodes), size in itertools.product(packings, (4000, 16000)):
+        sharing = math.ceil(workers / nodes) - 1
+        sync = (0.01 + 0.01 * sharing + 0.004 * (nodes > 1)) * (workers > 1)
+        X.append([size, 1, workers, 32 * workers, 1, 1, nodes])
+        y.append(1.0 + math.ceil(size / (32 * workers)) * (0.064 + sync))
+    return np.array(X, dtype=float), np.array(y)
+
+
+@pytest.mark.parametrize("name", ["dataparallel", "sync-sgd"])
+def test_the_step_models_price_the_workers_sharing_a_node_where_the_profile_packed_them_two_ways(name, monkeypatch):
+    """8 workers on one node or spread over 2 and 4: the profile shows what a node's other workers cost, and 16
+    workers on 2, 4 or 8 nodes are predicted from it; without the price, from the node counts alone, they are not."""
+    packings = [(w, n) for w in (1, 2, 4, 8) for n in (1, 2, 4) if n <= w]
+    X, y = _packed_runs(packings)
+    asked, truth = _packed_runs([(16, 2), (16, 4), (16, 8)])
+    priced = CANDIDATES[name]().fit(X, y)
+    assert np.abs(priced.predict(asked) / truth - 1).max() < 0.03
+    monkeypatch.setattr(estimators, "SHARED_LINK", ())
+    assert np.abs(CANDIDATES[name]().fit(X, y).predict(asked) / truth - 1).max() > 0.1
+
+
+def test_a_profile_that_packed_each_worker_count_one_way_prices_no_sharing():
+    """What the other workers on a node cost cannot be told from what more workers cost."""
+    X, y = _packed_runs([(w, math.ceil(w / 4)) for w in (1, 2, 3, 4, 6, 8, 12, 16)])
+    assert design.sharing_measured(X) == 0.0
+    assert CANDIDATES["sync-sgd"]().fit(X, y).theta_[6] == 0.0
+    assert design.sharing_measured(_packed_runs([(4, 1), (4, 2), (8, 2)])[0]) == 3.0
 
 
 def test_sync_sgd_fits_one_point_of_a_valley_of_equally_good_fits_whatever_the_rounding():

@@ -107,6 +107,19 @@ def local_batch(X: np.ndarray) -> np.ndarray:
     return np.asarray(X[:, BATCH] / X[:, WORKERS], dtype=float)
 
 
+def sharing(X: np.ndarray) -> np.ndarray:
+    """The other workers on the busiest node of each run: they share its host link (PCIe switch, NIC) with a worker,
+    and a synchronous step waits for the busiest node."""
+    return np.asarray(np.ceil(X[:, WORKERS] / X[:, NODES] - 1e-9) - 1.0, dtype=float)
+
+
+def sharing_measured(X: np.ndarray) -> float:
+    """The most workers (``sharing``) a run of ``X`` shared a node with, where some worker count ran with different
+    numbers sharing a node: only then can what sharing costs be told from what more workers cost. Else 0."""
+    pairs = {(w, s) for w, s in zip(X[:, WORKERS], sharing(X), strict=True) if w > 1}
+    return max(s for _, s in pairs) if len(pairs) > len({w for w, _ in pairs}) else 0.0
+
+
 def steps(X: np.ndarray) -> np.ndarray:
     """Optimizer steps of each run: every epoch ends with a (maybe partial) batch."""
     epochs = X[:, EPOCHS]

@@ -24,6 +24,8 @@ from rayjob_advisor.models.design import (
     WORKERS,
     local_batch,
     nearest_measured,
+    sharing,
+    sharing_measured,
 )
 from rayjob_advisor.models.design import (
     steps as design_steps,
@@ -43,6 +45,15 @@ Sia bert A100), 11.68 % mean left-out MAPE; mean over the datasets 11.65 % again
 and 11.68 % with no pull at all (0: chosen for Sia bert A100 alone, in a grid of 0 and 1e-5). The
 predictions of ``SyncSGD`` fitted on each dataset's runs of at most half its most workers then agree within 2e-6 on
 AVX2 and AVX-512 kernels (``OPENBLAS_CORETYPE=Haswell`` and ``SkylakeX``)."""
+
+SHARED_LINK: tuple[str, ...] = ("dataparallel", "sync-sgd")
+"""The candidates that price the workers sharing a node (``design.sharing``): on PCIe machines a node's GPUs share
+its host link, and a step syncs as slowly as its busiest node (on Sia's V100s 8 GPUs on one node step 2.2x slower
+than 8 over 5 nodes, and the step grows linearly with the GPUs per node). The price is learned only where the profile
+ran a worker count at two packings (``design.sharing_measured``: otherwise it cannot be told from what more workers
+cost), and held beyond the most workers a profiled node shared: a denser node than any measured is priced as the
+densest that was. Chosen leave-one-dataset-out (``python -m benchmarks.lodo --grid sharing``) among none,
+``dataparallel`` alone, and both."""
 
 
 def _positive(seconds: np.ndarray) -> np.ndarray:
@@ -95,14 +106,20 @@ class DataParallel(_BasisNNLS):
     batch of an epoch is a step too); a step costs a fixed overhead, the
     compute of ``batch / workers`` samples (split over a worker's CPUs or
     GPUs) and a gradient all-reduce whose cost grows with the ring size
-    ``(W-1)/W``, with ``log W`` and ``W`` (latency) and with the number of
-    nodes crossed. Each term is a basis column with a non-negative
+    ``(W-1)/W``, with ``log W`` and ``W`` (latency), with the number of
+    nodes crossed and with the workers sharing the busiest node
+    (``SHARED_LINK``). Each term is a basis column with a non-negative
     coefficient, so the fitted curve keeps its physical shape when asked
     about more workers than it was measured on. Each multi-node count the
     profile measured has its own per-step cost (a free shape over node
     counts: real clusters sync slower on 2 nodes than on 4 with the same
     GPUs); an unmeasured count takes its nearest measured one's.
     """
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> DataParallel:
+        self.sharing_limit_ = sharing_measured(X) if "dataparallel" in SHARED_LINK else 0.0
+        super().fit(X, y)
+        return self
 
     def basis(self, X: np.ndarray) -> np.ndarray:
         work, epochs, workers = X[:, WORK], X[:, EPOCHS], X[:, WORKERS]
@@ -125,6 +142,7 @@ class DataParallel(_BasisNNLS):
                 steps * (workers - 1.0),  # ring all-reduce latency
                 steps * ring * (nodes > 1),  # bandwidth lost when crossing nodes
                 steps * (nodes - 1.0),  # latency per node crossed
+                steps * np.minimum(sharing(X), self.sharing_limit_),  # the busiest node's shared host link
                 *per_node_count,  # what crossing exactly this many nodes costs per step
             ]
         )
@@ -135,6 +153,7 @@ class _SyncColumns(NamedTuple):
     steps: np.ndarray
     local: np.ndarray  # samples per step per GPU (or CPU)
     growth: np.ndarray  # 2(W - 1) / W - 1: how the ring's traffic per worker grows beyond 2 workers
+    sharing: np.ndarray  # the other workers on the busiest node, held at the most measured (``SHARED_LINK``)
     synced: np.ndarray  # more than one worker
     placement: np.ndarray  # index of the sync intercept: 0 on one node, 1 + that of the nearest measured node count
 
@@ -145,7 +164,8 @@ class SyncSGD(RegressorMixin, BaseEstimator):
     ``time = c0 + c1 * epochs + steps * (T_grad^g + T_sync^g)^(1/g)`` with
     ``T_grad = a_c + b_c * local_batch / r`` (``r``: the worker's GPUs, or
     CPUs when it has none) and ``T_sync`` zero for one worker, else
-    ``a_k + b * (2(W - 1) / W - 1)`` on ``k`` nodes: each node count the
+    ``a_k + b * (2(W - 1) / W - 1) + d * s`` on ``k`` nodes (``s``: the
+    workers sharing the busiest node, ``SHARED_LINK``): each node count the
     profile measured has its own intercept ``a_k`` (a free shape: a 2-node
     ring may be slower than a 4-node one; an unmeasured count takes its
     nearest measured one's; without single-node multi-worker runs one node
@@ -166,12 +186,13 @@ class SyncSGD(RegressorMixin, BaseEstimator):
     ring's bandwidth term has it, ``b = a``: the least sync intercept. Nor
     can runs of one epoch count tell ``c1`` from ``c0``: there ``c1`` is 0,
     the overhead counted per run (the project's own Ray runs, at 1 and 2
-    epochs, fit ``c1 = 0`` too). What else the runs leave undetermined is
+    epochs, fit ``c1 = 0`` too). Nor can a profile that packed every worker
+    count one way tell ``d`` from ``b`` and ``a_k``: there ``d`` is 0. What else the runs leave undetermined is
     pulled towards none by ``RIDGE``, so that the fit is one point.
     """
 
     _GAMMA_STARTS = (1.0, 3.0)
-    _SHARED = 6  # c0, c1, a_c, b_c, gamma, b; then a_1 and one a_k per measured multi-node count
+    _SHARED = 7  # c0, c1, a_c, b_c, gamma, b, d; then a_1 and one a_k per measured multi-node count
 
     def _prepare(self, X: np.ndarray) -> _SyncColumns:
         """The columns the model reads, computed once per fit or prediction (the fit evaluates it often)."""
@@ -184,14 +205,15 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             steps=design_steps(X),
             local=local_batch(X) / resources,
             growth=2.0 * (1.0 - 1.0 / np.maximum(workers, 2.0)) - 1.0,
+            sharing=np.minimum(sharing(X), self.sharing_limit_),
             synced=workers > 1,
             placement=np.where(nodes > 1, across, 0),
         )
 
     def _time(self, theta: np.ndarray, columns: _SyncColumns) -> np.ndarray:
-        c0, c1, a_c, b_c, gamma, b = theta[: self._SHARED]
+        c0, c1, a_c, b_c, gamma, b, d = theta[: self._SHARED]
         grad = a_c + b_c * columns.local
-        sync = theta[self._SHARED :][columns.placement] + b * columns.growth
+        sync = theta[self._SHARED :][columns.placement] + b * columns.growth + d * columns.sharing
         sync = np.where(columns.synced, np.maximum(sync, 0.0), 0.0)
         step = (grad**gamma + sync**gamma) ** (1.0 / gamma)
         return np.asarray(c0 + c1 * columns.epochs + columns.steps * step, dtype=float)
@@ -200,6 +222,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         y = np.asarray(y, dtype=float)
         synced = X[:, WORKERS] > 1
         self.node_counts_ = _multi_node_counts(X[synced])
+        self.sharing_limit_ = sharing_measured(X) if "sync-sgd" in SHARED_LINK else 0.0
         columns = self._prepare(X)
         step = float(np.median(y / columns.steps))
         per_sample = float(np.median(y / columns.steps / columns.local))
@@ -209,17 +232,20 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         growing = bool(np.any(columns.growth[columns.synced] > 0))
         if not growing:
             upper[5] = 1e-12  # b: fixed below (class docstring)
+        shared = self.sharing_limit_ > 0
+        if not shared:
+            upper[6] = 1e-12  # d: fixed below
         one_epoch_count = len(np.unique(columns.epochs)) < 2
         if one_epoch_count:
             upper[1] = 1e-12  # c1: fixed below (class docstring)
         runtime = float(np.median(y))
-        scale = np.array([runtime, runtime, step, per_sample, 1.0, step, step] + [step] * len(self.node_counts_))
+        scale = np.array([runtime, runtime, step, per_sample, 1.0, step, step, step] + [step] * len(self.node_counts_))
         reference = np.zeros(size)
         reference[4] = 1.0
         best = None
         for gamma in self._GAMMA_STARTS:
             start = np.array(
-                [0.0, 0.0, step / 2, per_sample / 2, gamma, step / 20 if growing else 0.0, step / 2]
+                [0.0, 0.0, step / 2, per_sample / 2, gamma, step / 20 if growing else 0.0, step / 20 if shared else 0.0, step / 2]
                 + [step] * len(self.node_counts_)
             )
             # tight tolerances: at the defaults the solver stops in a valley before ``RIDGE`` decides where
@@ -237,6 +263,8 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             self.theta_[5] = float(np.min(self.theta_[self._SHARED :]))
         if one_epoch_count:
             self.theta_[1] = 0.0
+        if not shared:
+            self.theta_[6] = 0.0
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
