@@ -244,10 +244,9 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         reference[4] = 1.0
         best = None
         for gamma in self._GAMMA_STARTS:
-            start = np.array(
-                [0.0, 0.0, step / 2, per_sample / 2, gamma, step / 20 if growing else 0.0, step / 20 if shared else 0.0, step / 2]
-                + [step] * len(self.node_counts_)
-            )
+            slopes = [step / 20 if growing else 0.0, step / 20 if shared else 0.0]  # b, d
+            intercepts = [step / 2] + [step] * len(self.node_counts_)  # a_1, a_k
+            start = np.array([0.0, 0.0, step / 2, per_sample / 2, gamma, *slopes, *intercepts])
             # tight tolerances: at the defaults the solver stops in a valley before ``RIDGE`` decides where
             fitted = least_squares(
                 lambda t: np.concatenate([self._time(t, columns) / y - 1.0, RIDGE * (t - reference) / scale]),
