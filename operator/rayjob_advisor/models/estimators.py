@@ -189,8 +189,9 @@ class SyncSGD(RegressorMixin, BaseEstimator):
     can runs of one epoch count tell ``c1`` from ``c0``: there ``c1`` is 0,
     the overhead counted per run (the project's own Ray runs, at 1 and 2
     epochs, fit ``c1 = 0`` too). Nor can a profile that packed every worker
-    count one way tell ``d`` from ``b`` and ``a_k``: there ``d`` is 0. What else the runs leave undetermined is
-    pulled towards none by ``RIDGE``, so that the fit is one point.
+    count one way tell ``d`` from ``b`` and ``a_k``: there ``d`` is 0. What
+    else the runs leave undetermined is pulled towards none by ``RIDGE``, so
+    that the fit is one point.
     """
 
     _GAMMA_STARTS = (1.0, 3.0)
