@@ -27,10 +27,10 @@ NOISE_MARGIN = 0.1
 """The floor is this fraction of the least marginal rate: estimated from single noisy runs, the rate lies up to 26 %
 above some held-out run of the project's own Ray sweep (``benchmarks/data/ray-digits.csv``: +-20 % run to run at
 its smallest sizes), so a raw prediction is a collapse only well under it. Chosen leave-one-dataset-out (``python -m
-benchmarks.lodo --grid floor``) among 0.1, 0.25, 0.5 and 1: 0.1 for all 18 left-out datasets (re-run on 2026-12-04
-after ``sync-sgd`` was fitted to one point; mean MAPE over the datasets 11.64 %, 0.25: 11.65 %, 0.5: 11.66 %,
-1: 11.71 %). The grid is flat: only ``ray-mlp`` tells 0.1 and 0.25 apart (15.34 % against 15.37 %), and with it
-left out the two tie."""
+benchmarks.lodo --grid floor``) among 0.1, 0.25, 0.5 and 1: 0.1 for all 18 left-out datasets (re-run on 2026-12-05
+with the step models pricing the workers sharing a node; mean MAPE over the datasets 11.28 %, 0.25: 11.28 %, 0.5:
+11.30 %, 1: 11.35 %). The grid is flat: 0.1 and 0.25 differ by hundredths of a point (2026-12-04: only ``ray-mlp``
+told them apart, 15.34 % against 15.37 %)."""
 
 
 def marginal_rate(X: np.ndarray, y: np.ndarray) -> float:
