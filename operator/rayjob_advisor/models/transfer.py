@@ -43,25 +43,27 @@ from rayjob_advisor.observations import Observation, measured_accelerators, runs
 DRIFT = 0.1
 """How far the log of the speed factor may drift per unit of log workers beyond the most workers the new
 accelerator's runs measured (the standard deviation of a log-normal spread of each deviation: ``TransferredModel``).
-Chosen leave-one-dataset-out (``python -m benchmarks.lodo --grid drift``, 2026-12-04, and again that evening on the
-final code) among 0, 0.05, 0.1, 0.15, 0.2 and 0.3 by the pinball loss of the 0.9 bound on the Sia transfer
-questions: 0.1 for all 9 left-out datasets, 9.01 mean loss against 9.36 without drift (0.05: 9.20, 0.15: 9.13, 0.2:
-9.62, 0.3: 11.43)."""
+Chosen leave-one-dataset-out (``python -m benchmarks.lodo --grid drift``; re-run on 2026-12-05 with the step models
+pricing the workers sharing a node) among 0, 0.05, 0.1, 0.15, 0.2 and 0.3 by the pinball loss of the 0.9 bound on
+the Sia transfer questions: 0.1 for all 9 left-out datasets, 8.84 mean loss against 9.21 without drift (0.05: 9.05,
+0.15: 8.96, 0.2: 9.45, 0.3: 11.24)."""
 _DRIFT_QUANTILES = norm.ppf((np.arange(5) + 0.5) / 5)
 """The standard normal at five equally likely points: the drift's spread as a pool can hold it."""
 
 MIN_SLOPE_WORKER_COUNTS = 3
 """Distinct worker counts the new runs need before the factor may change with the worker count. Three, against
-two: leave-one-dataset-out beside ``MIN_OWN_WORKER_COUNTS`` (below), chosen for all 9 left-out Sia datasets, 19.6 %
-mean MAPE over them against 21.6 % (re-run on 2026-12-04 after ``sync-sgd`` was fitted to one point)."""
+two: leave-one-dataset-out beside ``MIN_OWN_WORKER_COUNTS`` (below), chosen for 8 of the 9 left-out Sia datasets
+(two for deepspeech2 V100), 19.4 % mean MAPE over them against 20.5 % (re-run on 2026-12-05 with the step models
+pricing the workers sharing a node; 20.5 % left out)."""
 MIN_OWN_WORKER_COUNTS = 2
 """Distinct worker counts an accelerator's own runs need before its own model may be preferred to a transfer
 (``candidate_models``): at one count it has measured no synchronisation at all. Two, against three (the fewest
 for which its cross-validation holds out a worker count): leave-one-dataset-out over the nine Sia datasets, each
 a new accelerator measured by ``evaluation.MIN_HELD_OUT`` runs at its two smallest GPU counts beside each other GPU
-type, 19.6 % mean MAPE against 32.0-33.1 %, chosen for every left-out dataset (``python -m benchmarks.lodo --grid
-transfer``, re-run on 2026-12-04 after ``sync-sgd`` was fitted to one point): with two counts the structure of a step
-(the combination's prior) scales better than the other GPU type's measured shape moved by a factor."""
+type, 19.4 % mean MAPE against 31.6-35.2 %, chosen for every left-out dataset (``python -m benchmarks.lodo --grid
+transfer``, re-run on 2026-12-05 with the step models pricing the workers sharing a node): with two counts the
+structure of a step (the combination's prior) scales better than the other GPU type's measured shape moved by a
+factor."""
 
 
 @dataclasses.dataclass(frozen=True)
