@@ -51,7 +51,8 @@ REPORTED_CONFIDENCE = 0.9
 COMBINED = "combined"
 MIN_RUNS = 8
 """Runs a profile needs before it predicts: more than the parameters of the structure a small profile leans on
-(``combination.PRIOR``: ``sync-sgd``, 7 on one node), so that they are determined by the runs. Derived, not tuned.
+(``combination.PRIOR``: ``sync-sgd``, 7 on one node, where what the workers sharing it cost is none), so that they
+are determined by the runs. Derived, not tuned.
 (It was 9, the held-out errors below, counted as runs; on the 15 ``workers-x4-few`` cuts of Pollux and Sia drawn
 with 8 runs instead of 12, the median is 5.8-40 % off at 4x the workers, its 0.9 bound covering 0.97-1.00 on 14 of
 them, against no prediction at all.)"""
