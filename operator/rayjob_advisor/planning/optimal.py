@@ -28,7 +28,9 @@ one run's information, enough to keep ``M`` invertible before the first runs and
 are collinear (a dataset that never varies the GPUs). Chosen by leave-one-dataset-out among 1e-3 and 0.1, with
 ``sequential.GROWTH`` (``.venv/bin/python -m benchmarks.plan --lodo``): 0.1 for 17 of the 18 left-out traces
 (median plan / grid MAPE ratio 0.997 against 1.008), re-run on 2026-12-04 after profiles were fitted from 8 runs
-and ``sync-sgd`` to one point, and again with a plan's first run measured alone (the same choices)."""
+and ``sync-sgd`` to one point, and again with a plan's first run measured alone (the same choices), and on
+2026-12-05 with the step models pricing the workers sharing a node (0.1 for 17 of 18, beside a half for
+``sequential.GROWTH``: median 1.003 against 1.023 at 1e-3)."""
 
 
 def features(X: np.ndarray) -> np.ndarray:
