@@ -33,15 +33,16 @@ def kubeconfig(url: str) -> dict:
 
 
 def main() -> None:
-    with running_advisor(timeout=60) as advisor:
-        path = pathlib.Path(tempfile.mkdtemp()) / "kubeconfig"
-        path.write_text(yaml.safe_dump(kubeconfig(advisor.api.url)))
-        print(f"operator running; in another shell:\n  export KUBECONFIG={path}", flush=True)
-        try:
+    """Runs until Ctrl-C, which may come at any moment, even while the kubeconfig line is being printed."""
+    try:
+        with running_advisor(timeout=60) as advisor:
+            path = pathlib.Path(tempfile.mkdtemp()) / "kubeconfig"
+            path.write_text(yaml.safe_dump(kubeconfig(advisor.api.url)))
+            print(f"operator running; in another shell:\n  export KUBECONFIG={path}", flush=True)
             while True:
                 time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":
