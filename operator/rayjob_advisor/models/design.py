@@ -107,10 +107,10 @@ def local_batch(X: np.ndarray) -> np.ndarray:
     return np.asarray(X[:, BATCH] / X[:, WORKERS], dtype=float)
 
 
-def sharing(X: np.ndarray) -> np.ndarray:
-    """The other workers on the busiest node of each run: they share its host link (PCIe switch, NIC) with a worker,
-    and a synchronous step waits for the busiest node."""
-    return np.asarray(np.ceil(X[:, WORKERS] / X[:, NODES] - 1e-9) - 1.0, dtype=float)
+def sharing(X: np.ndarray, most: float = np.inf) -> np.ndarray:
+    """The other workers on the busiest node of each run, at ``most``: they share its host link (PCIe switch, NIC)
+    with a worker, and a synchronous step waits for the busiest node."""
+    return np.asarray(np.minimum(np.ceil(X[:, WORKERS] / X[:, NODES] - 1e-9) - 1.0, most), dtype=float)
 
 
 def sharing_measured(X: np.ndarray) -> float:

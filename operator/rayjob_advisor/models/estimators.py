@@ -62,6 +62,12 @@ alone for Sia bert and deepspeech2 on the V100, each the other's one witness of 
 MAPE against 11.65 % with none; mean over the datasets 11.28 % against 11.35 % and 11.65 %."""
 
 
+def _sharing_limit(name: str, X: np.ndarray) -> float:
+    """The most workers sharing a node that candidate ``name`` prices on runs like ``X``: none unless it is in
+    ``SHARED_LINK`` and the runs measured the price (``design.sharing_measured``)."""
+    return sharing_measured(X) if name in SHARED_LINK else 0.0
+
+
 def _positive(seconds: np.ndarray) -> np.ndarray:
     """Runtimes clipped to a tiny positive value: a model never predicts zero or negative time."""
     return np.asarray(np.maximum(seconds, _TINY), dtype=float)
@@ -123,7 +129,7 @@ class DataParallel(_BasisNNLS):
     """
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> DataParallel:
-        self.sharing_limit_ = sharing_measured(X) if "dataparallel" in SHARED_LINK else 0.0
+        self.sharing_limit_ = _sharing_limit("dataparallel", X)
         super().fit(X, y)
         return self
 
@@ -148,7 +154,7 @@ class DataParallel(_BasisNNLS):
                 steps * (workers - 1.0),  # ring all-reduce latency
                 steps * ring * (nodes > 1),  # bandwidth lost when crossing nodes
                 steps * (nodes - 1.0),  # latency per node crossed
-                steps * np.minimum(sharing(X), self.sharing_limit_),  # the busiest node's shared host link
+                steps * sharing(X, self.sharing_limit_),  # the busiest node's shared host link
                 *per_node_count,  # what crossing exactly this many nodes costs per step
             ]
         )
@@ -212,7 +218,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             steps=design_steps(X),
             local=local_batch(X) / resources,
             growth=2.0 * (1.0 - 1.0 / np.maximum(workers, 2.0)) - 1.0,
-            sharing=np.minimum(sharing(X), self.sharing_limit_),
+            sharing=sharing(X, self.sharing_limit_),
             synced=workers > 1,
             placement=np.where(nodes > 1, across, 0),
         )
@@ -229,7 +235,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         y = np.asarray(y, dtype=float)
         synced = X[:, WORKERS] > 1
         self.node_counts_ = _multi_node_counts(X[synced])
-        self.sharing_limit_ = sharing_measured(X) if "sync-sgd" in SHARED_LINK else 0.0
+        self.sharing_limit_ = _sharing_limit("sync-sgd", X)
         columns = self._prepare(X)
         step = float(np.median(y / columns.steps))
         per_sample = float(np.median(y / columns.steps / columns.local))
