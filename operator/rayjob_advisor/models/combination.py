@@ -66,8 +66,8 @@ beside it. Over the 18 datasets (re-run on 2026-12-05 with the step models prici
 4 with the prior alone beyond the profile is chosen for 17 of the 18 left-out datasets (11.18 % mean over the
 datasets, against 11.28 % here), but not with ``ray-mlp`` left out: its 2.6-point gain carries the mean, and 11 of
 the 15 GPU datasets are worse with it. Choosing so gives 11.32 % mean left-out MAPE, against 11.28 % for keeping log
-1.5 and 100 runs beyond: a setting is changed where the choice beats the one in place left out (``SHARED_LINK``:
-11.55 % against 11.65 %), and this one does not. (2026-12-04: log 1.5 for 14 of 18, 11.91 % left out.)"""
+1.5 and 100 runs beyond: kept (``benchmarks.lodo``'s rule for a setting in place). (2026-12-04: log 1.5 for 14 of
+18, 11.91 % left out.)"""
 _SUM_TO_ONE = 1e3
 """Weight of the row that makes the stacking weights sum to one, against rows of relative error ~1."""
 

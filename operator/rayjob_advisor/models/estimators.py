@@ -45,8 +45,8 @@ Sia bert A100), 11.68 % mean left-out MAPE; mean over the datasets 11.65 % again
 and 11.68 % with no pull at all (0: chosen for Sia bert A100 alone, in a grid of 0 and 1e-5). Re-run on 2026-12-05
 with the step models pricing the workers sharing a node (``SHARED_LINK``): 1e-6 for 17 of 18 (1e-2 for
 ``digits-cnn``), mean over the datasets 11.26 % against 11.28 % at 1e-5, but choosing so gives 11.31 % left out
-against 11.28 % for keeping 1e-5: kept (a setting changes where the choice beats the one in place left out; the grid
-is flat, and the pull is there for one fit per machine). The predictions of ``SyncSGD`` fitted on each dataset's
+against 11.28 % for keeping 1e-5: kept (``benchmarks.lodo``'s rule for a setting in place; the grid is flat, and
+the pull is there for one fit per machine). The predictions of ``SyncSGD`` fitted on each dataset's
 runs of at most half its most workers then agree within 7e-6 on AVX2 and AVX-512 kernels
 (``OPENBLAS_CORETYPE=Haswell`` and ``SkylakeX``; 2026-12-05, 2e-6 before ``SHARED_LINK``)."""
 

@@ -45,8 +45,8 @@ a third and a half, with ``optimal.PRIOR`` (its command): re-run on 2026-12-04 a
 runs and ``sync-sgd`` to one point, and again with a plan's first run measured alone: a third for all 18 left-out
 traces (the median plan / grid MAPE ratios of the settings differ by 0.01 at most). Re-run on 2026-12-05 with the
 step models pricing the workers sharing a node: a half for all 18 (median 1.003 against 1.010 for a third), but
-choosing so gives a left-out median of 1.025 against 1.010 for keeping a third: kept (a setting changes where the
-choice beats the one in place left out, as ``combination.FULL_DISTANCE``)."""
+choosing so gives a left-out median of 1.025 against 1.010 for keeping a third: kept (``benchmarks.lodo``'s rule
+for a setting in place)."""
 
 
 def matrix(runs: Sequence[Runlike]) -> np.ndarray:
