@@ -41,6 +41,9 @@ Grids (``--grid``):
 - ``sharing``: ``estimators.SHARED_LINK`` (the candidates that price the workers sharing a node): none,
   ``dataparallel`` alone, or both structural step models; it changes candidates, so each setting cross-validates
   anew.
+- ``boosting`` and ``boosting-rate``: ``gradient-boosting``'s rounds x depth (``estimators.BOOSTING_ROUNDS``,
+  ``BOOSTING_DEPTH``) and learning rate x leaf size (``BOOSTING_RATE``, ``BOOSTING_LEAF``), each grid with the
+  other's settings in place; they change a candidate, so each setting cross-validates anew.
 
     .venv/bin/python -m benchmarks.lodo [--grid prior] [--jobs 2]
 """
@@ -100,6 +103,14 @@ GRIDS: dict[str, list[Setting]] = {
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
     "ridge": [(("RIDGE", ridge),) for ridge in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)],
     "sharing": [(("SHARED_LINK", link),) for link in ("none", "dataparallel", "dataparallel+sync-sgd")],
+    "boosting": [
+        (("BOOSTING_ROUNDS", rounds), ("BOOSTING_DEPTH", depth))
+        for rounds, depth in itertools.product((50, 100, 200), (2, 3, 4))
+    ],
+    "boosting-rate": [
+        (("BOOSTING_RATE", rate), ("BOOSTING_LEAF", leaf))
+        for rate, leaf in itertools.product((0.075, 0.15, 0.3), (5, 10))
+    ],
 }
 CONFIDENCE = 0.9
 """The bound ``BOUND_GRIDS`` score: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
@@ -107,9 +118,9 @@ BOUND_GRIDS = frozenset({"bounds", "drift"})
 """The grids of settings that shape the bound, not the median: scored by its pinball loss (``pinball``)."""
 TRANSFER_GRIDS = frozenset({"transfer", "drift"})
 """The grids asked of the Sia datasets' ``transfer`` questions only (``transfer_losses``)."""
-REFITTED_GRIDS = frozenset({"floor", "ridge", "sharing"})
-"""The grids whose settings change what the cross-validation measures (which candidates collapse, how the step
-models fit): each setting cross-validates anew (``question_losses``)."""
+REFITTED_GRIDS = frozenset({"floor", "ridge", "sharing", "boosting", "boosting-rate"})
+"""The grids whose settings change what the cross-validation measures (which candidates collapse, how a candidate
+fits): each setting cross-validates anew (``question_losses``)."""
 
 
 CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
@@ -121,6 +132,10 @@ CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
     "MIN_SCALE_RUNS": (calibration, int),
     "NOISE_MARGIN": (predictor, float),
     "RIDGE": (estimators, float),
+    "BOOSTING_ROUNDS": (estimators, int),
+    "BOOSTING_DEPTH": (estimators, int),
+    "BOOSTING_RATE": (estimators, float),
+    "BOOSTING_LEAF": (estimators, int),
 }
 """The module constants a grid sets by name, and their type."""
 
