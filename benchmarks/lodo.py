@@ -299,6 +299,10 @@ def main() -> None:
     print(f"| setting | mean {metric} over datasets |\n|---|---|")
     for index, setting in enumerate(settings):
         print(f"| {describe(setting)} | {100 * loss[:, index].mean():.2f} |")
+    print(f"\n| dataset | {' | '.join(describe(setting) for setting in settings)} |")
+    print(f"|---|{'---|' * len(settings)}")
+    for row, name in enumerate(names):
+        print(f"| {name} | {' | '.join(f'{100 * value:.2f}' for value in loss[row])} |")
     print(f"\n| left out | chosen on the others | its {metric} then | its best setting's |\n|---|---|---|---|")
     chosen = []
     for row, name in enumerate(names):
