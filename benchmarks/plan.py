@@ -40,7 +40,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def score(runs: Sequence[Observation], targets: Sequence[Observation], model: Ru
     )  # fmt: skip
 
 
-def affordable(order: Sequence[int], runs: Sequence[Observation], budget: float) -> list[Observation]:
+def affordable(order: Iterable[int], runs: Sequence[Observation], budget: float) -> list[Observation]:
     """The runs of ``order`` taken in turn, each that still fits in ``budget`` (a costlier one is passed over)."""
     taken, spent = [], 0.0
     for index in order:
