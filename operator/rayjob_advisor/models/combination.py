@@ -57,7 +57,8 @@ workers sharing a node, ``estimators.SHARED_LINK``): ``sync-sgd``, 10 inside and
 datasets, 11.28 % mean left-out MAPE; mean over the datasets 11.28 % against 11.41 % with none or 100 inside, 11.53 %
 for the prior alone beyond and 11.90 % at best for the halved prior. Inside the profile the folds ask the question
 itself; beyond it, stacking on extrapolation folds alone is worse than the step's structure, as their distance is not
-the question's."""
+the question's. Against none inside, 10 would not pass ``benchmarks.lodo``'s paired rule of 2026-12-05 (-0.13 +-
+0.08 points, better on 9 datasets and worse on 6); kept as the setting in place."""
 FULL_DISTANCE = math.log(1.5)
 """How far beyond the profile (``design.Reach.distance``: 1.5x the most profiled workers is log 1.5) a question is
 its kind's alone; nearer, the kind ``inside`` answers the rest (``memberships``). Chosen leave-one-dataset-out
