@@ -193,6 +193,15 @@ def decide(loss: np.ndarray, chosen: Sequence[int], current: int) -> tuple[np.nd
     return gain, error, bool(gain.mean() < -SIGNIFICANCE * error)
 
 
+def verdict(loss: np.ndarray, chosen: Sequence[int], current: int) -> str:
+    """``decide``'s figures and verdict in words, as both leave-one-dataset-out commands print them."""
+    gain, error, change = decide(loss, chosen, current)
+    return (
+        f"left-out choice minus it, per dataset: {gain.mean():+.3f} +- {error:.3f} (better on {int(np.sum(gain < 0))},"
+        f" worse on {int(np.sum(gain > 0))}): {'change' if change else 'keep'}"
+    )
+
+
 def pinball(upper: np.ndarray, actual: np.ndarray) -> float:
     """The pinball loss of a ``CONFIDENCE`` bound on relative error (module docstring, ``bounds``)."""
     slack = (actual - upper) / actual
@@ -314,12 +323,8 @@ def main() -> None:
     print(f"\nthe same setting for every left-out dataset: {len(picks) == 1} ({'; '.join(sorted(picks))})")
     print(f"mean left-out {metric}: {100 * np.mean([loss[row, pick] for row, pick in enumerate(chosen)]):.2f}")
     current = next(index for index, setting in enumerate(settings) if in_place(setting))  # tests/test_lodo.py
-    gain, error, change = decide(loss, chosen, current)
-    print(
-        f"in place: {describe(settings[current])}, {100 * loss[:, current].mean():.2f}; left-out choice minus"
-        f" it, per dataset: {gain.mean():+.3f} +- {error:.3f} (better on {int(np.sum(gain < 0))}, worse on"
-        f" {int(np.sum(gain > 0))}): {'change' if change else 'keep'}"
-    )
+    in_place_loss = 100 * loss[:, current].mean()
+    print(f"in place: {describe(settings[current])}, {in_place_loss:.2f}; {verdict(loss, chosen, current)}")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from benchmarks import datasets
-from benchmarks.lodo import decide
+from benchmarks.lodo import verdict
 from rayjob_advisor.models.evaluation import NotEnoughData
 from rayjob_advisor.models.runtime import RuntimeModel
 from rayjob_advisor.observations import CONFIGURATION_FIELDS, Observation
@@ -247,12 +247,7 @@ def lodo(names: Sequence[str], budget: float, jobs: int) -> None:
     for setting, median in zip(GRID, np.median(loss, axis=0), strict=True):
         print(f"  {describe(setting)}: {median:.3f}")
     current = GRID.index((sequential.GROWTH, optimal.PRIOR))
-    gain, error, change = decide(np.log(loss), picks, current)
-    print(
-        f"in place: {describe(GRID[current])}; left-out choice minus it, per dataset (100 x log plan/grid):"
-        f" {gain.mean():+.2f} +- {error:.2f} (better on {int(np.sum(gain < 0))}, worse on {int(np.sum(gain > 0))}):"
-        f" {'change' if change else 'keep'} (benchmarks.lodo's rule)"
-    )
+    print(f"in place: {describe(GRID[current])}; losses 100 x log plan/grid; {verdict(np.log(loss), picks, current)}")
 
 
 def main() -> None:
