@@ -167,7 +167,7 @@ def test_predict_errors_are_one_clear_line_before_any_fit(
 
 def test_bad_csv_rows_stop_the_command_unless_skipped(capsys, tmp_path, profile_csv):
     bad = tmp_path / "bad.csv"
-    bad.write_text(profile_csv.read_text() + "synthetic,oops,1,64,2,1,0,1,,10,,x\n")
+    bad.write_text(profile_csv.read_text() + "synthetic,oops,1,64,2,1,0,1,,,10,,x\n")
     status, _, err = run(capsys, "fit", "--data", bad)
     assert status == 2 and f"{bad}:66: column 'dataset_size'" in err
     status, _, err = run(capsys, "fit", "--data", bad, "--skip-bad-rows")

@@ -94,3 +94,15 @@ def test_append_creates_then_appends(tmp_path, synthetic):
     append_observation(path, synthetic[1], comments=["ignored once the file exists"])
     assert read_observations(path)[0] == synthetic[:2]
     assert path.read_text().count("#") == 1
+
+
+def test_appending_to_a_file_with_an_older_header_rewrites_it_with_the_full_one(tmp_path, synthetic):
+    """A sweep resumed on a CSV from before a column was added: its row would shift the old header's cells."""
+    path = tmp_path / "runs.csv"
+    path.write_text("# measured on 2 cores, ray 2.60\ndataset_size,workers,execution_seconds\n1000,2,5.5\n")
+    append_observation(path, synthetic[0])
+    comment, header, *rows = path.read_text().splitlines()
+    assert comment == "# measured on 2 cores, ray 2.60" and header == HEADER and len(rows) == 2
+    runs = read_observations(path)[0]
+    assert (runs[0].dataset_size, runs[0].workers, runs[0].execution_seconds) == (1000, 2, 5.5)
+    assert runs[1] == synthetic[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -188,6 +189,7 @@ def test_a_real_ray_train_run_follows_a_plan_and_records_a_sane_row(tmp_path, ca
     assert "1 runs finished, 0 failed" in printed and "stop: the plan's most runs are measured" in printed
     *_, run = read_observations(out)[0]
     assert (run.workload, run.workers, run.nodes, run.dataset_size, run.batch_size) == ("digits-cnn", 2, 1, 2000, 128)
+    assert run.node_cpus is not None and 1 <= run.node_cpus <= (os.cpu_count() or 1)  # as Ray counts this node's
     assert 0 < run.execution_seconds < wall and 0 < run.startup_seconds < wall
     assert run.startup_seconds + run.execution_seconds < wall
     assert out.read_text().splitlines()[2].startswith("# python ")  # provenance header

@@ -53,6 +53,9 @@ class Observation(pydantic.BaseModel):
       profile, i.e. steps scale as samples / workers.
     - ``cpus_per_worker``: 1; ``gpus_per_worker``: 0.
     - ``nodes``: 1 — all workers on one machine.
+    - ``node_cpus`` (the CPUs of the node with the most of the run's
+      workers): the profile's where its runs recorded it, else unknown — a
+      model then assumes no CPU worker waits for a core (``design.crowding``).
     - ``accelerator`` (canonical, ``contract.canonical_accelerator``): the run
       belongs to every accelerator (``runs_on``).
     """
@@ -68,6 +71,7 @@ class Observation(pydantic.BaseModel):
     gpus_per_worker: pydantic.NonNegativeFloat | None = None
     nodes: pydantic.PositiveInt | None = None
     accelerator: str | None = None
+    node_cpus: pydantic.PositiveFloat | None = None
     execution_seconds: float = pydantic.Field(ge=MIN_EXECUTION_SECONDS)
     startup_seconds: pydantic.NonNegativeFloat | None = None
     source: str | None = None
@@ -230,16 +234,35 @@ def write_observations(
 def append_observation(path: str | pathlib.Path, observation: Observation, comments: Sequence[str] = ()) -> None:
     """Add one run to a CSV (created with ``comments`` and the header if absent), flushed to disk.
 
-    Sweeps call this after every run, so an interrupted sweep loses nothing it finished.
+    Sweeps call this after every run, so an interrupted sweep loses nothing it finished. A file with an older
+    header (fewer columns) is rewritten with the full one first, its comments and runs kept: a row appended under
+    another header would shift its cells.
     """
     path = pathlib.Path(path)
     if not path.exists() or path.stat().st_size == 0:
         write_observations(path, [observation], comments)
         return
+    kept_comments, header = _heading(path)
+    if header != list(CSV_COLUMNS):
+        rewritten = path.with_name(path.name + ".rewrite")
+        write_observations(rewritten, [*read_observations(path)[0], observation], kept_comments)
+        os.replace(rewritten, path)
+        return
     with path.open("a", newline="", encoding="utf-8") as stream:
         csv.writer(stream).writerow(_row(observation))
         stream.flush()
         os.fsync(stream.fileno())
+
+
+def _heading(path: pathlib.Path) -> tuple[list[str], list[str]]:
+    """A CSV's comment lines (without their ``#``) and its header's columns."""
+    comments: list[str] = []
+    with path.open(newline="", encoding="utf-8") as stream:
+        for line in stream:
+            if not line.startswith("#"):
+                return comments, [cell.strip() for cell in next(csv.reader([line]), [])]
+            comments.append(line[1:].strip())
+    return comments, []
 
 
 def _row(observation: Observation) -> list[str]:

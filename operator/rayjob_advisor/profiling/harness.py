@@ -14,6 +14,7 @@ again by the next resume.
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import datetime as dt
@@ -104,10 +105,10 @@ def load_train_function(name: str) -> TrainFunction:
     return function
 
 
-def _timed(train: TrainFunction) -> Callable[[dict[str, Any]], dict[str, float]]:
-    """Wrap a training function to time it on every worker and count the nodes it ran on."""
+def _timed(train: TrainFunction) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Wrap a training function to time it on every worker, count the nodes it ran on and name the busiest."""
 
-    def loop(config: dict[str, Any]) -> dict[str, float]:
+    def loop(config: dict[str, Any]) -> dict[str, Any]:
         entered = time.time()
         timing.reset()
         torch.set_num_threads(max(1, int(config["cpus_per_worker"])))
@@ -118,7 +119,9 @@ def _timed(train: TrainFunction) -> Callable[[dict[str, Any]], dict[str, float]]
         if dist.is_initialized():
             nodes = [None] * dist.get_world_size()
             dist.all_gather_object(nodes, node)
-        return {"first_batch": timing.first_batch() or entered, "end": ended, "nodes": len(set(nodes))}
+        busiest = collections.Counter(nodes).most_common(1)[0][0]
+        first = timing.first_batch() or entered
+        return {"first_batch": first, "end": ended, "nodes": len(set(nodes)), "busiest": busiest}
 
     return loop
 
@@ -202,16 +205,25 @@ class RayTrainRunner:
             raise RunFailed(_summary(exc)) from exc
         if result.error is not None:
             raise RunFailed(_summary(result.error))
-        timings: dict[str, float] | None = result.return_value  # type: ignore[attr-defined]
+        timings: dict[str, Any] | None = result.return_value  # type: ignore[attr-defined]
         if not timings:
             raise RunFailed("the training function returned no timing from rank 0")
         return Observation.measured(
             spec,
             nodes=int(timings["nodes"]),
+            node_cpus=node_cpus(timings["busiest"]),
             execution_seconds=round(timings["end"] - timings["first_batch"], 4),
             startup_seconds=round(timings["first_batch"] - started, 4),
             source=spec.source,
         )
+
+
+def node_cpus(node_id: str) -> float | None:
+    """The CPUs Ray counts on a node of the cluster (its container's limit on Kubernetes); None if Ray does not
+    list it."""
+    nodes = ray.nodes()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
+    cpus = next((node["Resources"].get("CPU") for node in nodes if node["NodeID"] == node_id), None)
+    return float(cpus) if cpus else None
 
 
 def _summary(exc: BaseException) -> str:
