@@ -13,7 +13,7 @@ FIXED, PER_SAMPLE, PER_STEP = 2.0, 1e-3, 0.05  # seconds per run, per sample on 
 
 
 def runs_with_fixed_costs(sizes: list[int], workers: list[int], local_batches: list[int]) -> tuple[np.ndarray, ...]:
-    rows = [[size, 1, w, b * w, 1, 0, 1] for size in sizes for w in workers for b in local_batches]
+    rows = [[size, 1, w, b * w, 1, 0, 1, 0] for size in sizes for w in workers for b in local_batches]
     X = np.array(rows, dtype=float)
     y = FIXED + design.steps(X) * (PER_STEP + PER_SAMPLE * design.local_batch(X))
     return X, y

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import json
 import math
+import types
 
 import numpy as np
 import pytest
@@ -70,7 +71,7 @@ def _packed_runs(packings: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarra
     for (workers, nodes), size in itertools.product(packings, (4000, 16000)):
         sharing = math.ceil(workers / nodes) - 1
         sync = (0.01 + 0.01 * sharing + 0.004 * (nodes > 1)) * (workers > 1)
-        X.append([size, 1, workers, 32 * workers, 1, 1, nodes])
+        X.append([size, 1, workers, 32 * workers, 1, 1, nodes, 0])
         y.append(1.0 + math.ceil(size / (32 * workers)) * (0.064 + sync))
     return np.array(X, dtype=float), np.array(y)
 
@@ -94,6 +95,56 @@ def test_a_profile_that_packed_each_worker_count_one_way_prices_no_sharing():
     assert design.sharing_measured(X) == 0.0
     assert CANDIDATES["sync-sgd"]().fit(X, y).theta_[6] == 0.0
     assert design.sharing_measured(_packed_runs([(4, 1), (4, 2), (8, 2)])[0]) == 3.0
+
+
+def _crowded_runs(workers: tuple[int, ...], node_cpus: float) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of half-CPU workers, one thread each, on one node of ``node_cpus`` cores, at two sizes and two
+    per-worker batches: a worker computes at full speed while the node has a core for it, and the threads share the
+    cores beyond."""
+    X, y = [], []
+    for w, size, batch in itertools.product(workers, (4000, 16000), (16, 64)):
+        crowd = max(1.0, w / node_cpus)
+        X.append([size, 1, w, batch * w, 0.5, 0, 1, node_cpus])
+        y.append(0.5 + math.ceil(size / (batch * w)) * (0.002 + batch * 0.001 * crowd))
+    return np.array(X, dtype=float), np.array(y)
+
+
+def test_cpu_workers_that_outnumber_a_nodes_cores_compute_slower():
+    """Half-CPU workers run a thread each: 4 of them on 2 cores run at half speed, on 8 cores at full speed; on GPUs
+    or where the node's CPUs are unknown nothing is crowded."""
+    X, _ = _crowded_runs((1, 2, 3, 4), 2.0)
+    assert design.crowding(X[::4]).tolist() == [1.0, 1.0, 1.5, 2.0]
+    assert not np.any(design.crowding(_crowded_runs((4,), 8.0)[0]) != 1.0)
+    gpus, unknown = X.copy(), X.copy()
+    gpus[:, design.GPUS] = 1.0
+    unknown[:, design.NODE_CPUS] = 0.0
+    assert not np.any(design.crowding(gpus) != 1.0) and not np.any(design.crowding(unknown) != 1.0)
+    threads = X.copy()
+    threads[:, design.CPUS] = 2.0  # two threads each: 2 workers fill 2 cores twice over
+    assert design.crowding(threads[::4]).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("name", ["dataparallel", "sync-sgd"])
+def test_the_step_models_predict_more_workers_on_crowded_cores_from_the_nodes_cpus(name, monkeypatch):
+    """Fitted on 1-2 workers of a 2-core node (none crowded), 3-4 are predicted as slow as the shared cores make
+    them; without the node's CPUs, as if each had a core."""
+    X, y = _crowded_runs((1, 2), 2.0)
+    asked, truth = _crowded_runs((3, 4), 2.0)
+    assert np.abs(CANDIDATES[name]().fit(X, y).predict(asked) / truth - 1).max() < 0.03
+    monkeypatch.setattr(estimators, "CROWDED_CORES", ())
+    assert np.abs(CANDIDATES[name]().fit(X, y).predict(asked) / truth - 1).max() > 0.2
+
+
+def test_a_job_is_predicted_on_nodes_like_the_profiles():
+    """A RayJob does not say its nodes' CPUs: the profile's are assumed, and said so for CPU workers."""
+    observations = read_observations(shipped_data("digits-cnn"))[0]
+    assert {run.node_cpus for run in observations} == {2.0}
+    model = RuntimeModel().fit(observations)
+    assert model.node_cpus_ == 2.0
+    assert model.assumptions(features(4))["node_cpus"] == 2.0
+    roomy = types.SimpleNamespace(**features(4).model_dump(), node_cpus=8.0)  # a run that says its nodes' CPUs
+    assert "node_cpus" not in model.assumptions(roomy)
+    assert model.predict([roomy])[0] < model.predict([features(4)])[0]  # 4 threads on 8 cores, not on 2
 
 
 def test_sync_sgd_fits_one_point_of_a_valley_of_equally_good_fits_whatever_the_rounding():

@@ -29,6 +29,7 @@ def configuration_keys(X: np.ndarray, batch: bool = True) -> np.ndarray:
     """Each row's configuration: every design column but the work, with the batch per worker unless ``batch``
     is False (its layout)."""
     columns = [X[:, design.EPOCHS], X[:, design.WORKERS], X[:, design.CPUS], X[:, design.GPUS], X[:, design.NODES]]
+    columns.append(X[:, design.NODE_CPUS])
     if batch:
         columns.append(design.local_batch(X))
     return np.round(np.column_stack(columns), 6)

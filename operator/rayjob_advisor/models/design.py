@@ -16,8 +16,10 @@ from typing import Protocol
 
 import numpy as np
 
-COLUMNS: tuple[str, ...] = ("work", "epochs", "workers", "batch_size", "cpus_per_worker", "gpus_per_worker", "nodes")
-WORK, EPOCHS, WORKERS, BATCH, CPUS, GPUS, NODES = range(len(COLUMNS))
+COLUMNS: tuple[str, ...] = (
+    "work", "epochs", "workers", "batch_size", "cpus_per_worker", "gpus_per_worker", "nodes", "node_cpus",
+)  # fmt: skip
+WORK, EPOCHS, WORKERS, BATCH, CPUS, GPUS, NODES, NODE_CPUS = range(len(COLUMNS))
 
 
 class Runlike(Protocol):
@@ -38,7 +40,7 @@ class Runlike(Protocol):
 
 
 def design_row(run: Runlike, nodes: int | None) -> list[float]:
-    """One row: work = samples processed (dataset size x epochs)."""
+    """One row: work = samples processed (dataset size x epochs); node CPUs 0 where unknown (``fill_node_cpus``)."""
     if run.dataset_size is None:
         raise ValueError("dataset size is unknown")
     epochs = run.epochs or 1
@@ -50,6 +52,7 @@ def design_row(run: Runlike, nodes: int | None) -> list[float]:
         float(run.cpus_per_worker or 1.0),
         float(run.gpus_per_worker or 0.0),
         float(nodes or 1),
+        float(getattr(run, "node_cpus", None) or 0.0),
     ]
 
 
@@ -58,6 +61,36 @@ def design_matrix(runs: Sequence[Runlike], nodes: Sequence[int | None]) -> np.nd
     return np.array([design_row(run, n) for run, n in zip(runs, nodes, strict=True)], dtype=float).reshape(
         -1, len(COLUMNS)
     )
+
+
+def typical_node_cpus(X: np.ndarray) -> float:
+    """The node CPUs the most runs of ``X`` recorded (the larger on a tie), 0 where none did."""
+    recorded = X[X[:, NODE_CPUS] > 0, NODE_CPUS]
+    if not len(recorded):
+        return 0.0
+    values, counts = np.unique(recorded, return_counts=True)
+    return float(values[counts == counts.max()].max())
+
+
+def fill_node_cpus(X: np.ndarray, node_cpus: float) -> np.ndarray:
+    """``X`` with its unknown node CPUs set to ``node_cpus``: a run that did not record its node's, like a job,
+    is taken to run on nodes like the profile's."""
+    X = X.copy()
+    X[X[:, NODE_CPUS] <= 0, NODE_CPUS] = node_cpus
+    return X
+
+
+def crowding(X: np.ndarray) -> np.ndarray:
+    """How many compute threads of its busiest node share each of its CPUs, at least 1: a CPU worker's compute is
+    that many times slower than on cores of its own.
+
+    A worker runs ``max(1, floor(cpus_per_worker))`` threads (Ray sets a worker's OpenMP threads to its whole CPUs,
+    at least one, and ``profile`` sets torch's so): 4 workers of half a CPU each on a 2-CPU node run 4 threads on 2
+    cores. 1 for GPU workers (their compute is on the GPU) and where the node's CPUs are unknown.
+    """
+    threads = np.ceil(X[:, WORKERS] / X[:, NODES] - 1e-9) * np.maximum(1.0, np.floor(X[:, CPUS] + 1e-9))
+    known = (X[:, GPUS] <= 0) & (X[:, NODE_CPUS] > 0)
+    return np.asarray(np.where(known, np.maximum(1.0, threads / np.where(known, X[:, NODE_CPUS], 1.0)), 1.0))
 
 
 def packed_nodes(workers: int, workers_per_node: int) -> int:

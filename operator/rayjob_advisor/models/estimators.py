@@ -22,6 +22,7 @@ from rayjob_advisor.models.design import (
     NODES,
     WORK,
     WORKERS,
+    crowding,
     local_batch,
     nearest_measured,
     sharing,
@@ -64,6 +65,12 @@ pass ``benchmarks.lodo``'s paired rule of 2026-12-05 (-0.36 +- 0.45 points, bett
 large gain where a node's packing was measured, a loss where it was not); kept as the setting in place (with it the GPU
 replay, ``benchmarks.deadlines --parts gpu``, fails 3 of its 8 rows instead of 4)."""
 
+CROWDED_CORES: tuple[str, ...] = ("dataparallel", "sync-sgd")
+"""The candidates whose compute slows where a node's CPU workers run more threads than it has cores
+(``design.crowding``: 4 workers of one thread each on a 2-CPU node compute at half speed). A physical factor, not
+fitted: it is 1 on GPU workers and on runs that did not record their node's CPUs. Put to leave-one-dataset-out
+(``python -m benchmarks.lodo --grid crowding``) against none, 2026-12-05: see docs/accuracy.md."""
+
 BOOSTING_ROUNDS = 100
 BOOSTING_DEPTH = 3
 BOOSTING_RATE = 0.15
@@ -85,6 +92,12 @@ def _sharing_limit(name: str, X: np.ndarray) -> float:
     """The most workers sharing a node that candidate ``name`` prices on runs like ``X``: none unless it is in
     ``SHARED_LINK`` and the runs measured the price (``design.sharing_measured``)."""
     return sharing_measured(X) if name in SHARED_LINK else 0.0
+
+
+def _crowding(name: str, X: np.ndarray) -> np.ndarray:
+    """How many times slower candidate ``name`` takes the compute of each run of ``X`` to be: ``design.crowding``
+    where it is in ``CROWDED_CORES``, else 1."""
+    return crowding(X) if name in CROWDED_CORES else np.ones(len(X))
 
 
 def _positive(seconds: np.ndarray) -> np.ndarray:
@@ -136,7 +149,8 @@ class DataParallel(_BasisNNLS):
     A run is ``steps`` steps (``epochs x ceil(dataset / batch)``: the last
     batch of an epoch is a step too); a step costs a fixed overhead, the
     compute of ``batch / workers`` samples (split over a worker's CPUs or
-    GPUs) and a gradient all-reduce whose cost grows with the ring size
+    GPUs; slower where CPU workers crowd a node's cores, ``CROWDED_CORES``)
+    and a gradient all-reduce whose cost grows with the ring size
     ``(W-1)/W``, with ``log W`` and ``W`` (latency), with the number of
     nodes crossed and with the workers sharing the busiest node
     (``SHARED_LINK``). Each term is a basis column with a non-negative
@@ -156,6 +170,7 @@ class DataParallel(_BasisNNLS):
         work, epochs, workers = X[:, WORK], X[:, EPOCHS], X[:, WORKERS]
         cpus, gpus, nodes = X[:, CPUS], X[:, GPUS], X[:, NODES]
         steps = design_steps(X)
+        slower = _crowding("dataparallel", X)
         ring = (workers - 1.0) / workers
         nearest = nearest_measured(nodes, self.node_counts_) if len(self.node_counts_) else nodes
         per_node_count = [steps * ((nodes > 1) & (nearest == count)) for count in self.node_counts_]
@@ -165,8 +180,8 @@ class DataParallel(_BasisNNLS):
                 epochs,  # per-epoch overhead (evaluation, data loader restarts)
                 workers,  # per-worker set-up (Ernest)
                 steps,  # fixed cost per step
-                work / workers,  # compute per sample, data-parallel
-                work / (workers * cpus),  # ... that also splits over a worker's CPUs
+                work / workers * slower,  # compute per sample, data-parallel (on cores shared: ``crowding``)
+                work / (workers * cpus) * slower,  # ... that also splits over a worker's CPUs
                 work / (workers * np.maximum(gpus, 1.0)),  # ... or over its GPUs
                 steps * ring,  # all-reduce bandwidth term
                 steps * np.log2(workers),  # tree/hierarchical all-reduce latency
@@ -194,7 +209,8 @@ class SyncSGD(RegressorMixin, BaseEstimator):
 
     ``time = c0 + c1 * epochs + steps * (T_grad^g + T_sync^g)^(1/g)`` with
     ``T_grad = a_c + b_c * local_batch / r`` (``r``: the worker's GPUs, or
-    CPUs when it has none) and ``T_sync`` zero for one worker, else
+    CPUs when it has none, over how crowded its node's cores are:
+    ``CROWDED_CORES``) and ``T_sync`` zero for one worker, else
     ``a_k + b * (2(W - 1) / W - 1) + d * s`` on ``k`` nodes (``s``: the
     workers sharing the busiest node, ``SHARED_LINK``): each node count the
     profile measured has its own intercept ``a_k`` (a free shape: a 2-node
@@ -235,7 +251,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         return _SyncColumns(
             epochs=X[:, EPOCHS],
             steps=design_steps(X),
-            local=local_batch(X) / resources,
+            local=local_batch(X) / resources * _crowding("sync-sgd", X),
             growth=2.0 * (1.0 - 1.0 / np.maximum(workers, 2.0)) - 1.0,
             sharing=sharing(X, self.sharing_limit_),
             synced=workers > 1,

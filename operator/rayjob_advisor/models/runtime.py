@@ -7,6 +7,8 @@ measured. What the job leaves out is filled from the profile, and
 - the global batch: the profile's typical per-worker batch
   (``batch_per_worker_``) times the job's workers, i.e. the per-worker batch
   is held, as Ray Train scripts do;
+- the CPUs of a node (``node_cpus``, which decide whether CPU workers wait
+  for cores: ``design.crowding``): the profile's;
 - the node count, from the job's placement hint (``placement``: ``packed``,
   ``spread`` or ``one-per-node``; none means packed ``workers_per_node_`` to a
   node as the profile was), see ``nodes``;
@@ -58,6 +60,8 @@ class RuntimeModel:
     ``max_nodes_`` (the most nodes a profiled run spanned: a ``spread`` job spans up to that many),
     ``max_workers_`` (the most workers a profiled run had: how far a plan reaches beyond the profile),
     ``batch_per_worker_`` (the profile's median per-worker batch, for jobs that give no batch),
+    ``node_cpus_`` (the CPUs of the profile's nodes, ``design.typical_node_cpus``: a job's, which it does not
+    say, on CPU workers; 0 where the runs did not record them),
     ``startup_curve_`` (``startup.StartupCurve``: the median start-up per worker count of the runs that
     measured one; ``startup`` reads it),
     ``fixed_columns_``: design columns (epochs, CPUs, GPUs, nodes) that never
@@ -96,6 +100,7 @@ class RuntimeModel:
         self.workers_per_node_, self.max_nodes_ = design.profiled_packing(runs.X)
         self.max_workers_ = int(np.max(runs.X[:, design.WORKERS]))
         self.batch_per_worker_ = max(1, round(float(np.median(design.local_batch(runs.X)))))
+        self.node_cpus_ = design.typical_node_cpus(runs.X)
         return self
 
     def nodes(self, run: Runlike) -> int:
@@ -109,7 +114,7 @@ class RuntimeModel:
 
     def _job_matrix(self, runs: Sequence[Runlike]) -> np.ndarray:
         """The design rows of the runs as given, the missing global batch filled from the profile."""
-        X = design.design_matrix(runs, [self.nodes(run) for run in runs])
+        X = design.fill_node_cpus(design.design_matrix(runs, [self.nodes(run) for run in runs]), self.node_cpus_)
         missing = np.array([run.batch_size is None for run in runs], dtype=bool)
         X[missing, design.BATCH] = self.batch_per_worker_ * X[missing, design.WORKERS]
         return X
@@ -137,6 +142,8 @@ class RuntimeModel:
             assumed["epochs"] = 1.0
         if run.batch_size is None:
             assumed["batch_size_per_worker"] = float(self.batch_per_worker_)
+        if getattr(run, "node_cpus", None) is None and self.node_cpus_ and not actual[design.GPUS]:
+            assumed["node_cpus"] = self.node_cpus_
         if getattr(run, "nodes", None) is None and getattr(run, "placement", None) is None:
             assumed["placement"] = "packed"
             assumed["workers_per_node"] = float(self.workers_per_node_)

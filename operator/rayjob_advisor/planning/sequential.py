@@ -50,9 +50,11 @@ for a setting in place; by its paired test, on the log ratios, the left-out choi
 per trace, better on 9 and worse on 5: kept too)."""
 
 
-def matrix(runs: Sequence[Runlike]) -> np.ndarray:
-    """Design rows of runs (configurations or observations); a run that does not say its nodes is on one node."""
-    return design.design_matrix(runs, [getattr(run, "nodes", None) for run in runs])
+def matrix(runs: Sequence[Runlike], node_cpus: float = 0.0) -> np.ndarray:
+    """Design rows of runs (configurations or observations); a run that does not say its nodes is on one node, and
+    one that does not say its nodes' CPUs has ``node_cpus`` (``design.fill_node_cpus``)."""
+    X = design.design_matrix(runs, [getattr(run, "nodes", None) for run in runs])
+    return design.fill_node_cpus(X, node_cpus)
 
 
 def resources(runs: Sequence[Runlike]) -> np.ndarray:
@@ -127,9 +129,11 @@ class SequentialPlanner:
         if self.max_runs is not None and len(measured) >= self.max_runs:
             return Step((), (), (), spent, error, "runs", model)
         seconds, scaled = self._seconds(model, candidates, measured)
+        node_cpus = design.typical_node_cpus(matrix(measured))  # the nodes the planned runs will run on
         variance = TargetVariance().fit(
-            matrix(measured), np.array([run.execution_seconds for run in measured], dtype=float),
-            matrix(candidates), seconds, matrix(targets), self._seconds(model, targets, measured)[0],
+            matrix(measured, node_cpus), np.array([run.execution_seconds for run in measured], dtype=float),
+            matrix(candidates, node_cpus), seconds, matrix(targets, node_cpus),
+            self._seconds(model, targets, measured)[0],
         )  # fmt: skip
         seed = MIN_HELD_OUT - len(measured)
         count = seed if seed > 0 else max(MIN_BATCH, round(GROWTH * len(measured)))
