@@ -28,3 +28,15 @@ def test_the_setting_in_place_is_kept_when_chosen():
     loss = np.array([[0.1, 0.2], [0.3, 0.1], [0.2, 0.2]])
     gain, _, change = lodo.decide(loss, [0, 0, 0], 0)
     assert not gain.any() and not change
+
+
+def test_datasets_where_a_change_does_not_act_are_left_out_of_the_test():
+    """A gain on the 3 datasets a change acts on, nothing on 15 others: the zeros are no evidence against it (with
+    them it could never pass, whatever it gained); a loss on one of the 3 keeps the setting in place."""
+    in_place = np.full(18, 0.15)
+    acting = in_place.copy()
+    acting[:3] -= [0.014, 0.037, 0.028]
+    gain, _, change = lodo.decide(np.column_stack([in_place, acting]), [1] * 18, 0)
+    assert np.count_nonzero(gain) == 3 and change
+    acting[0] += 0.05
+    assert not lodo.decide(np.column_stack([in_place, acting]), [1] * 18, 0)[2]
