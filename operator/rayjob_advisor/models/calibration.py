@@ -83,7 +83,9 @@ and 80: over the 18 datasets (re-run on 2026-12-05 with the step models pricing 
 the datasets 5.07 at 20 against 5.39-5.43 at 10, 5.17-5.20 at 40 and 5.21-5.23 at 80, 5.22 left out. (Over the 17
 before ``ray-mlp``, 40 for 10 and 80 for 7: the grid is flat from 20 on, and a band of a few dozen runs is trusted to
 be narrow or not by a few hundredths of the loss.) Against 40, 20 would not pass ``benchmarks.lodo``'s paired rule
-of 2026-12-05: -0.12 +- 0.16 points of loss, better on 5 datasets and worse on 11; kept as the setting in place."""
+of 2026-12-05: -0.12 +- 0.16 points of loss, better on 5 datasets and worse on 11; kept as the setting in place. Re-run
+with the crowded cores priced (2026-12-05, evening): 20 for 15 of 18 (with a CPU dataset left out,
+the others choose 40 or 80 runs); kept."""
 MIN_SMALL_BAND = 9
 """Held-out runs a smaller band needs to widen the all-band bound, and a node and batch band to widen its node
 band's: a conformal 0.9 quantile needs 9 (derived, not tuned: ``evaluation.MIN_HELD_OUT``)."""

@@ -30,7 +30,8 @@ its smallest sizes), so a raw prediction is a collapse only well under it. Chose
 benchmarks.lodo --grid floor``) among 0.1, 0.25, 0.5 and 1: 0.1 for all 18 left-out datasets (re-run on 2026-12-05
 with the step models pricing the workers sharing a node; mean MAPE over the datasets 11.28 %, 0.25: 11.28 %, 0.5:
 11.30 %, 1: 11.35 %). The grid is flat: 0.1 and 0.25 differ by hundredths of a point (2026-12-04: only ``ray-mlp``
-told them apart, 15.34 % against 15.37 %; under ``benchmarks.lodo``'s paired rule, -0.002 +- 0.002 points)."""
+told them apart, 15.34 % against 15.37 %; under ``benchmarks.lodo``'s paired rule, -0.002 +- 0.002 points). Re-run with
+the crowded cores priced (2026-12-05, evening): 0.1 for all 18."""
 
 
 def marginal_rate(X: np.ndarray, y: np.ndarray) -> float:
