@@ -140,6 +140,11 @@ SIGNIFICANCE = 2.0
 over 18 datasets, a one-sided test at about 3 %. A convention of statistics, not chosen on the data."""
 
 
+CANDIDATE_SETS = ("SHARED_LINK", "CROWDED_CORES")
+"""The ``estimators`` constants that name the candidates a term applies to: a setting is their names joined by ``+``,
+or ``none``."""
+
+
 CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
     "FULL_DISTANCE": (combination, float),
     "MIN_OWN_WORKER_COUNTS": (transfer, int),
@@ -163,7 +168,7 @@ def apply(setting: Setting) -> None:
     for name, value in setting:
         if name == "PRIOR":
             combination.PRIOR = PRIORS[str(value)]
-        elif name in ("SHARED_LINK", "CROWDED_CORES"):
+        elif name in CANDIDATE_SETS:
             setattr(estimators, name, () if value == "none" else tuple(str(value).split("+")))
         elif name == "CANDIDATES":
             continue  # read by ``losses``: which candidates a combination may take
@@ -180,7 +185,7 @@ def in_place(setting: Setting) -> bool:
     for name, value in setting:
         if name == "PRIOR":
             now: object = next((key for key, prior in PRIORS.items() if prior == combination.PRIOR), None)
-        elif name in ("SHARED_LINK", "CROWDED_CORES"):
+        elif name in CANDIDATE_SETS:
             now = "+".join(getattr(estimators, name)) or "none"
         elif name == "CANDIDATES":
             now = "all"

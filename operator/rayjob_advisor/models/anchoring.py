@@ -28,8 +28,8 @@ from rayjob_advisor.models import design
 def configuration_keys(X: np.ndarray, batch: bool = True) -> np.ndarray:
     """Each row's configuration: every design column but the work, with the batch per worker unless ``batch``
     is False (its layout)."""
-    columns = [X[:, design.EPOCHS], X[:, design.WORKERS], X[:, design.CPUS], X[:, design.GPUS], X[:, design.NODES]]
-    columns.append(X[:, design.NODE_CPUS])
+    keys = (design.EPOCHS, design.WORKERS, design.CPUS, design.GPUS, design.NODES, design.NODE_CPUS)
+    columns = [X[:, column] for column in keys]
     if batch:
         columns.append(design.local_batch(X))
     return np.round(np.column_stack(columns), 6)

@@ -40,7 +40,7 @@ class Runlike(Protocol):
 
 
 def design_row(run: Runlike, nodes: int | None) -> list[float]:
-    """One row: work = samples processed (dataset size x epochs); node CPUs 0 where unknown (``fill_node_cpus``)."""
+    """One row: work = samples processed (dataset size x epochs); node CPUs 0 where unknown (``design_matrix``)."""
     if run.dataset_size is None:
         raise ValueError("dataset size is unknown")
     epochs = run.epochs or 1
@@ -56,11 +56,14 @@ def design_row(run: Runlike, nodes: int | None) -> list[float]:
     ]
 
 
-def design_matrix(runs: Sequence[Runlike], nodes: Sequence[int | None]) -> np.ndarray:
-    """Rows of ``design_row``; ``nodes`` given separately as features do not carry it."""
-    return np.array([design_row(run, n) for run, n in zip(runs, nodes, strict=True)], dtype=float).reshape(
-        -1, len(COLUMNS)
-    )
+def design_matrix(runs: Sequence[Runlike], nodes: Sequence[int | None], node_cpus: float | None = None) -> np.ndarray:
+    """Rows of ``design_row``; ``nodes`` given separately as features do not carry it. A run that does not say its
+    node's CPUs, like a job, is taken to run on nodes of ``node_cpus`` (the profile's), or where that is None on
+    those the runs themselves recorded most (``typical_node_cpus``)."""
+    X = np.array([design_row(run, n) for run, n in zip(runs, nodes, strict=True)], dtype=float)
+    X = X.reshape(-1, len(COLUMNS))
+    X[X[:, NODE_CPUS] <= 0, NODE_CPUS] = typical_node_cpus(X) if node_cpus is None else node_cpus
+    return X
 
 
 def typical_node_cpus(X: np.ndarray) -> float:
@@ -70,14 +73,6 @@ def typical_node_cpus(X: np.ndarray) -> float:
         return 0.0
     values, counts = np.unique(recorded, return_counts=True)
     return float(values[counts == counts.max()].max())
-
-
-def fill_node_cpus(X: np.ndarray, node_cpus: float) -> np.ndarray:
-    """``X`` with its unknown node CPUs set to ``node_cpus``: a run that did not record its node's, like a job,
-    is taken to run on nodes like the profile's."""
-    X = X.copy()
-    X[X[:, NODE_CPUS] <= 0, NODE_CPUS] = node_cpus
-    return X
 
 
 def crowding(X: np.ndarray) -> np.ndarray:

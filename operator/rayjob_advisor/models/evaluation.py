@@ -81,9 +81,8 @@ class Runs:
     def from_observations(cls, observations: Sequence[Observation]) -> Runs:
         if not observations:
             raise NotEnoughData("no observations to fit on")
-        X = design.design_matrix(observations, [o.nodes for o in observations])
         return cls(
-            X=design.fill_node_cpus(X, design.typical_node_cpus(X)),
+            X=design.design_matrix(observations, [o.nodes for o in observations]),
             y=np.array([o.execution_seconds for o in observations], dtype=float),
             workers=np.array([o.workers for o in observations], dtype=float),
             sizes=np.array([o.dataset_size for o in observations], dtype=float),

@@ -114,7 +114,7 @@ class RuntimeModel:
 
     def _job_matrix(self, runs: Sequence[Runlike]) -> np.ndarray:
         """The design rows of the runs as given, the missing global batch filled from the profile."""
-        X = design.fill_node_cpus(design.design_matrix(runs, [self.nodes(run) for run in runs]), self.node_cpus_)
+        X = design.design_matrix(runs, [self.nodes(run) for run in runs], self.node_cpus_)
         missing = np.array([run.batch_size is None for run in runs], dtype=bool)
         X[missing, design.BATCH] = self.batch_per_worker_ * X[missing, design.WORKERS]
         return X

@@ -51,11 +51,10 @@ per trace, better on 9 and worse on 5: kept too). Re-run with CPU workers' crowd
 the same choices, 0.44 +- 1.06 points over the 14 traces where they differ: kept."""
 
 
-def matrix(runs: Sequence[Runlike], node_cpus: float = 0.0) -> np.ndarray:
+def matrix(runs: Sequence[Runlike], node_cpus: float | None = None) -> np.ndarray:
     """Design rows of runs (configurations or observations); a run that does not say its nodes is on one node, and
-    one that does not say its nodes' CPUs has ``node_cpus`` (``design.fill_node_cpus``)."""
-    X = design.design_matrix(runs, [getattr(run, "nodes", None) for run in runs])
-    return design.fill_node_cpus(X, node_cpus)
+    one that does not say its nodes' CPUs has ``node_cpus`` (``design.design_matrix``)."""
+    return design.design_matrix(runs, [getattr(run, "nodes", None) for run in runs], node_cpus)
 
 
 def resources(runs: Sequence[Runlike]) -> np.ndarray:
@@ -130,9 +129,10 @@ class SequentialPlanner:
         if self.max_runs is not None and len(measured) >= self.max_runs:
             return Step((), (), (), spent, error, "runs", model)
         seconds, scaled = self._seconds(model, candidates, measured)
-        node_cpus = design.typical_node_cpus(matrix(measured))  # the nodes the planned runs will run on
+        measured_X = matrix(measured)
+        node_cpus = design.typical_node_cpus(measured_X)  # the nodes the planned runs will run on
         variance = TargetVariance().fit(
-            matrix(measured, node_cpus), np.array([run.execution_seconds for run in measured], dtype=float),
+            measured_X, np.array([run.execution_seconds for run in measured], dtype=float),
             matrix(candidates, node_cpus), seconds, matrix(targets, node_cpus),
             self._seconds(model, targets, measured)[0],
         )  # fmt: skip
