@@ -13,7 +13,10 @@
 - ``pollux-<model>``: the six Pollux (OSDI'21) workloads on T4s, as shipped (``profiles/data``,
   ``benchmarks.pollux`` converts them);
 - ``sia-<model>-<gpu>``: the Sia (SOSP'23) models on A100, RTX 2080Ti and V100, one dataset per GPU type
-  (``benchmarks.sia``).
+  (``benchmarks.sia``);
+- ``mlperf-<benchmark>-<series>``: MLPerf Training v3.0 time-to-train of ResNet-50 and BERT on one submitter's
+  system at 3-6 node counts (4-768 A100s or H100s; ``benchmarks.mlperf``, ``benchmarks/data/mlperf``). Held out
+  (``HELD_OUT``): added on 2026-12-05 after every setting of the models was chosen, and never used to choose one.
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import pathlib
 from collections.abc import Callable
 
-from benchmarks import pollux, sia
+from benchmarks import mlperf, pollux, sia
 from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 
@@ -49,13 +52,23 @@ DATASETS: dict[str, Callable[[], list[Observation]]] = {
     **{name: _csv(DATA / f"{name}.csv") for name in OWN_RAY_SWEEPS},
     **{f"pollux-{model}": _csv(SHIPPED_DATA / f"pollux-{model}.csv") for model in pollux.MODELS},
     **{f"sia-{model}-{gpu}": _sia(model, gpu) for model in sia.MODELS for gpu in sia.ACCELERATORS},
+    **{name: _csv(mlperf.OUT / f"{name}.csv") for name in mlperf.names()},
 }
 """Name -> a loader of its runs."""
+
+HELD_OUT: tuple[str, ...] = ("mlperf",)
+"""Families the accuracy table reports and no setting is chosen on (``tuning``): other clusters' curves, the
+closest the project has to the data its figures will be judged on."""
 
 
 def reachable() -> list[str]:
     """The datasets whose runs are here: the Sia traces are an optional extra (``benchmarks.sia``)."""
     return [name for name in DATASETS if family(name) != "sia" or sia.DEFAULT_SIA.is_dir()]
+
+
+def tuning() -> list[str]:
+    """The reachable datasets the settings are chosen on (``benchmarks.lodo``, ``benchmarks.plan --lodo``)."""
+    return [name for name in reachable() if family(name) not in HELD_OUT]
 
 
 def family(name: str) -> str:

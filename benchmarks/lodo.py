@@ -312,7 +312,9 @@ def describe(setting: Setting) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", choices=GRIDS, default="prior")
-    parser.add_argument("--datasets", default=",".join(datasets.reachable()), help="default: every reachable one")
+    parser.add_argument(
+        "--datasets", default=",".join(datasets.tuning()), help="default: every reachable one but the held out"
+    )
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     settings = GRIDS[args.grid]

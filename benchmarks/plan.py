@@ -252,7 +252,9 @@ def lodo(names: Sequence[str], budget: float, jobs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default=",".join(datasets.reachable()), help="default: every reachable one")
+    parser.add_argument(
+        "--datasets", default=",".join(datasets.tuning()), help="default: every reachable one but the held out"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="datasets simulated at once (processes)")
     parser.add_argument("--budget", type=float, default=BUDGET, help="the plan's budget, a fraction of the grid's cost")
     parser.add_argument("--lodo", action="store_true", help="choose the plan's constants by leave-one-dataset-out")

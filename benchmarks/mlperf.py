@@ -1,0 +1,130 @@
+"""MLPerf Training results -> observations in the advisor's CSV schema: real scaling curves of other clusters.
+
+MLCommons publishes every submission's logs (``mlcommons/training_results_v3.0``, Apache-2.0): each run of a
+benchmark on a system, from one node to hundreds, in ``<submitter>/results/<system>/<benchmark>/result_*.txt``,
+and the system's nodes and accelerators in ``<submitter>/systems/<system>.json``. A *series* is one submitter's
+system at several node counts (``SERIES``); each becomes a dataset of the accuracy table, on accelerators and
+networks none of the project's models or settings were chosen on (``datasets.HELD_OUT``). A run of our schema:
+
+- ``workers`` = accelerators (one data-parallel replica per GPU, ``gpus_per_worker`` 1), ``nodes`` = the system's
+  nodes, ``accelerator`` its model;
+- ``batch_size`` = ``global_batch_size`` (submissions raise it with the scale: the per-GPU batch varies too);
+- the work: ResNet-50 trains whole epochs of ImageNet's ``train_samples`` (1,281,167), ``epochs`` = the epoch of
+  the evaluation that reached the target; BERT trains samples (``epochs`` 1, ``dataset_size`` = the
+  ``train_samples`` it logs at the end);
+- ``execution_seconds`` = ``run_stop`` - ``run_start`` (MLPerf's time to train, evaluations included);
+  ``startup_seconds`` = ``run_start`` - ``init_start`` (the in-job initialisation MLPerf does not time).
+
+Only runs whose ``run_stop`` says ``success``. The CSVs this writes are in ``benchmarks/data/mlperf``; to
+regenerate them, check out the results repository at ``SOURCE_COMMIT`` and run
+
+    .venv/bin/python -m benchmarks.mlperf PATH-TO-training_results_v3.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+from rayjob_advisor.observations import Observation, write_observations
+
+SOURCE_REPOSITORY = "https://github.com/mlcommons/training_results_v3.0"
+SOURCE_COMMIT = "63e326c"
+OUT = pathlib.Path(__file__).resolve().parent / "data" / "mlperf"
+
+SERIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dell-a100-sxm40": ("Dell", tuple(f"{n}XE8545x4A100-SXM-40GB" for n in ("", "2x", "4x", "8x", "16x", "32x"))),
+    "dell-a100-sxm80": ("Dell", tuple(f"{n}XE8545x4A100-SXM-80GB" for n in ("", "2x", "4x"))),
+    "dell-a100-pcie": ("Dell", tuple(f"{n}R750xax4A100-PCIE-80GB" for n in ("", "2x", "4x", "8x"))),
+    "nvidia-h100": ("NVIDIA", tuple(f"dgxh100{n}_ngc23.04_{{framework}}" for n in ("", "_n8", "_n64", "_n96"))),
+}
+"""Series name -> submitter and its systems, one per node count, with the same nodes and network (Dell's 1- and
+2-rail Omni-Path variants of the R750xa are other networks, left out). ``{framework}``: NVIDIA names the system
+by its framework (MXNet for ResNet-50, PyTorch for BERT)."""
+
+BENCHMARKS: dict[str, str] = {"resnet": "mxnet", "bert": "pytorch"}
+"""The benchmarks converted, and NVIDIA's framework for each: those whose logs say plainly how much work a run did
+(the others count epochs from 0 or 1, or log the per-epoch samples of a subset)."""
+
+
+def names() -> list[str]:
+    """The datasets this converts to, one per benchmark and series."""
+    return [f"mlperf-{benchmark}-{series}" for series in SERIES for benchmark in BENCHMARKS]
+
+
+def _events(path: pathlib.Path) -> Iterator[dict[str, Any]]:
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        marker = line.find(":::MLLOG ")
+        if marker >= 0:
+            yield json.loads(line[marker + len(":::MLLOG ") :])
+
+
+def run(path: pathlib.Path, benchmark: str, system: dict[str, Any], workload: str) -> Observation | None:
+    """One result log as a run, or None if it did not finish with ``success``."""
+    first: dict[str, dict[str, Any]] = {}
+    last: dict[str, dict[str, Any]] = {}
+    for event in _events(path):
+        key = str(event["key"])
+        first.setdefault(key, event)
+        last[key] = event
+    stop = last.get("run_stop")
+    if stop is None or (stop.get("metadata") or {}).get("status") != "success":
+        return None
+    nodes, per_node = int(system["number_of_nodes"]), int(system["accelerators_per_node"])
+    if benchmark == "resnet":
+        size, epochs = int(first["train_samples"]["value"]), int(last["eval_accuracy"]["metadata"]["epoch_num"])
+    else:
+        size, epochs = int(last["train_samples"]["value"]), 1
+    start = int(first["run_start"]["time_ms"])
+    return Observation(
+        workload=workload,
+        dataset_size=size,
+        epochs=epochs,
+        batch_size=int(first["global_batch_size"]["value"]),
+        workers=nodes * per_node,
+        gpus_per_worker=1,
+        nodes=nodes,
+        accelerator=str(system["accelerator_model_name"]),
+        execution_seconds=(int(stop["time_ms"]) - start) / 1000,
+        startup_seconds=(start - int(first["init_start"]["time_ms"])) / 1000,
+        source=f"{path.parent.parent.name}/{path.parent.name}/{path.name}",
+    )
+
+
+def series_runs(root: pathlib.Path, series: str, benchmark: str) -> list[Observation]:
+    """Every successful run of ``benchmark`` on the systems of ``series``."""
+    submitter, systems = SERIES[series]
+    runs = []
+    for name in systems:
+        name = name.format(framework=BENCHMARKS[benchmark])
+        system = json.loads((root / submitter / "systems" / f"{name}.json").read_text(encoding="utf-8"))
+        for log in sorted((root / submitter / "results" / name / benchmark).glob("result_*.txt")):
+            observed = run(log, benchmark, system, f"mlperf-{benchmark}-{series}")  # as ``names``
+            if observed is not None:
+                runs.append(observed)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=pathlib.Path, help="a checkout of training_results_v3.0")
+    parser.add_argument("--out", type=pathlib.Path, default=OUT)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for series in SERIES:
+        for benchmark in BENCHMARKS:
+            runs = series_runs(args.results, series, benchmark)
+            comments = [
+                f"MLPerf Training v3.0 {benchmark} on {SERIES[series][0]}'s {series} systems: {len(runs)} runs",
+                f"from {SOURCE_REPOSITORY} (commit {SOURCE_COMMIT}, Apache-2.0), converted by benchmarks.mlperf",
+            ]
+            write_observations(args.out / f"mlperf-{benchmark}-{series}.csv", runs, comments)
+            print(f"mlperf-{benchmark}-{series}: {len(runs)} runs at {sorted({r.workers for r in runs})} GPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

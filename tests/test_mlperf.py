@@ -1,0 +1,74 @@
+"""MLPerf Training logs as runs (``benchmarks.mlperf``), and their datasets held out of every setting's choice."""
+
+import json
+import pathlib
+
+import pytest
+
+from benchmarks import datasets, mlperf
+
+SYSTEM = {"number_of_nodes": "2", "accelerators_per_node": "4", "accelerator_model_name": "NVIDIA A100-SXM-80GB"}
+
+
+def _log(path: pathlib.Path, events: list[tuple[int, str, object, dict[str, object]]]) -> pathlib.Path:
+    lines = ["some framework output"]
+    for time_ms, key, value, metadata in events:
+        event = {"namespace": "", "time_ms": time_ms, "key": key, "value": value, "metadata": metadata}
+        lines.append(f":::MLLOG {json.dumps(event)}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _resnet(tmp_path: pathlib.Path, status: str) -> pathlib.Path:
+    return _log(
+        tmp_path / "result_0.txt",
+        [
+            (1_000, "init_start", None, {}),
+            (31_000, "global_batch_size", 3264, {}),
+            (41_000, "run_start", None, {}),
+            (41_000, "train_samples", 1281167, {}),
+            (500_000, "eval_accuracy", 0.71, {"epoch_num": 31}),
+            (541_500, "eval_accuracy", 0.76, {"epoch_num": 35}),
+            (541_500, "run_stop", None, {"status": status}),
+        ],
+    )
+
+
+def test_a_resnet_run_is_its_epochs_over_imagenet_on_every_gpu_of_its_nodes(tmp_path):
+    run = mlperf.run(_resnet(tmp_path, "success"), "resnet", SYSTEM, "mlperf-resnet-x")
+    assert run is not None
+    assert (run.dataset_size, run.epochs, run.batch_size) == (1281167, 35, 3264)
+    assert (run.workers, run.nodes, run.gpus_per_worker, run.accelerator) == (8, 2, 1, "a100")
+    assert (run.execution_seconds, run.startup_seconds) == (500.5, 40.0)
+
+
+def test_a_bert_run_is_the_samples_it_trained_once(tmp_path):
+    log = _log(
+        tmp_path / "result_1.txt",
+        [
+            (0, "init_start", None, {}),
+            (5_000, "global_batch_size", 448, {}),
+            (9_000, "run_start", None, {}),
+            (90_000, "eval_accuracy", 0.72, {"epoch_num": 2801664}),
+            (90_010, "train_samples", 2801664, {}),
+            (90_020, "run_stop", None, {"status": "success"}),
+        ],
+    )
+    run = mlperf.run(log, "bert", SYSTEM, "mlperf-bert-x")
+    assert run is not None
+    assert (run.dataset_size, run.epochs, run.execution_seconds) == (2801664, 1, pytest.approx(81.02))
+
+
+def test_a_run_that_did_not_reach_its_target_is_not_a_run(tmp_path):
+    assert mlperf.run(_resnet(tmp_path, "aborted"), "resnet", SYSTEM, "mlperf-resnet-x") is None
+
+
+def test_the_converted_series_are_datasets_the_settings_are_not_chosen_on():
+    for name in mlperf.names():
+        runs = datasets.DATASETS[name]()
+        assert len({run.workers for run in runs}) >= 3, name
+        assert {run.workload for run in runs} == {name}
+        assert datasets.family(name) in datasets.HELD_OUT
+    assert set(mlperf.names()) <= set(datasets.reachable())
+    assert not set(mlperf.names()) & set(datasets.tuning())
+    assert "pollux-bert" in datasets.tuning()
