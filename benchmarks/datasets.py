@@ -14,8 +14,9 @@
   ``benchmarks.pollux`` converts them);
 - ``sia-<model>-<gpu>``: the Sia (SOSP'23) models on A100, RTX 2080Ti and V100, one dataset per GPU type
   (``benchmarks.sia``);
-- ``mlperf-<benchmark>-<series>``: MLPerf Training v3.0 time-to-train of ResNet-50 and BERT on one submitter's
-  system at 3-6 node counts (4-768 A100s or H100s; ``benchmarks.mlperf``, ``benchmarks/data/mlperf``). Held out
+- ``mlperf-<benchmark>-<series>``: MLPerf Training (v3.0, v4.0, v5.0) time-to-train of ResNet-50 and BERT on one
+  submitter's system at 3-6 node counts (4-2,528 A100s, H100s or GB200s; ``benchmarks.mlperf``,
+  ``benchmarks/data/mlperf``). Held out
   (``HELD_OUT``): added on 2026-12-05 after every setting of the models was chosen, and never used to choose one.
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the

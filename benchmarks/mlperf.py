@@ -1,10 +1,11 @@
 """MLPerf Training results -> observations in the advisor's CSV schema: real scaling curves of other clusters.
 
-MLCommons publishes every submission's logs (``mlcommons/training_results_v3.0``, Apache-2.0): each run of a
+MLCommons publishes every submission's logs (``mlcommons/training_results_<round>``, Apache-2.0): each run of a
 benchmark on a system, from one node to hundreds, in ``<submitter>/results/<system>/<benchmark>/result_*.txt``,
 and the system's nodes and accelerators in ``<submitter>/systems/<system>.json``. A *series* is one submitter's
-system at several node counts (``SERIES``); each becomes a dataset of the accuracy table, on accelerators and
-networks none of the project's models or settings were chosen on (``datasets.HELD_OUT``). A run of our schema:
+system at several node counts (``SERIES``: A100s, H100s and GB200s of rounds v3.0, v4.0 and v5.0); each becomes a
+dataset of the accuracy table, on accelerators and networks none of the project's models or settings were chosen
+on (``datasets.HELD_OUT``). A run of our schema:
 
 - ``workers`` = accelerators (one data-parallel replica per GPU, ``gpus_per_worker`` 1), ``nodes`` = the system's
   nodes, ``accelerator`` its model;
@@ -16,14 +17,15 @@ networks none of the project's models or settings were chosen on (``datasets.HEL
   ``startup_seconds`` = ``run_start`` - ``init_start`` (the in-job initialisation MLPerf does not time).
 
 Only runs whose ``run_stop`` says ``success``. The CSVs this writes are in ``benchmarks/data/mlperf``; to
-regenerate them, check out the results repository at ``SOURCE_COMMIT`` and run
+regenerate a round's, check out its results repository at the commit in ``ROUNDS`` and run
 
-    .venv/bin/python -m benchmarks.mlperf PATH-TO-training_results_v3.0
+    .venv/bin/python -m benchmarks.mlperf v3.0 PATH-TO-training_results_v3.0
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 from collections.abc import Iterator
@@ -31,28 +33,45 @@ from typing import Any
 
 from rayjob_advisor.observations import Observation, write_observations
 
-SOURCE_REPOSITORY = "https://github.com/mlcommons/training_results_v3.0"
-SOURCE_COMMIT = "63e326c"
+SOURCE = "https://github.com/mlcommons/training_results_{round}"
+ROUNDS: dict[str, str] = {"v3.0": "63e326c", "v4.0": "6fe9543", "v5.0": "0fdc28f"}
+"""The rounds converted, and the commit of each results repository the CSVs were made from."""
 OUT = pathlib.Path(__file__).resolve().parent / "data" / "mlperf"
 
-SERIES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "dell-a100-sxm40": ("Dell", tuple(f"{n}XE8545x4A100-SXM-40GB" for n in ("", "2x", "4x", "8x", "16x", "32x"))),
-    "dell-a100-sxm80": ("Dell", tuple(f"{n}XE8545x4A100-SXM-80GB" for n in ("", "2x", "4x"))),
-    "dell-a100-pcie": ("Dell", tuple(f"{n}R750xax4A100-PCIE-80GB" for n in ("", "2x", "4x", "8x"))),
-    "nvidia-h100": ("NVIDIA", tuple(f"dgxh100{n}_ngc23.04_{{framework}}" for n in ("", "_n8", "_n64", "_n96"))),
-}
-"""Series name -> submitter and its systems, one per node count, with the same nodes and network (Dell's 1- and
-2-rail Omni-Path variants of the R750xa are other networks, left out). ``{framework}``: NVIDIA names the system
-by its framework (MXNet for ResNet-50, PyTorch for BERT)."""
 
-BENCHMARKS: dict[str, str] = {"resnet": "mxnet", "bert": "pytorch"}
+@dataclasses.dataclass(frozen=True)
+class Series:
+    """One submitter's system at several node counts, with the same nodes and network, in one round."""
+
+    round: str
+    submitter: str
+    system: str  # its name at each count: ``{nodes}`` one of ``counts``; NVIDIA's names its ``{framework}`` too
+    counts: tuple[str, ...]
+    benchmarks: tuple[str, ...] = ("resnet", "bert")
+
+    def systems(self, benchmark: str) -> list[str]:
+        return [self.system.format(nodes=count, framework=FRAMEWORKS[benchmark]) for count in self.counts]
+
+
+SERIES: dict[str, Series] = {
+    "dell-a100-sxm40": Series("v3.0", "Dell", "{nodes}XE8545x4A100-SXM-40GB", ("", "2x", "4x", "8x", "16x", "32x")),
+    "dell-a100-sxm80": Series("v3.0", "Dell", "{nodes}XE8545x4A100-SXM-80GB", ("", "2x", "4x")),
+    "dell-a100-pcie": Series("v3.0", "Dell", "{nodes}R750xax4A100-PCIE-80GB", ("", "2x", "4x", "8x")),
+    "nvidia-h100": Series("v3.0", "NVIDIA", "dgxh100{nodes}_ngc23.04_{framework}", ("", "_n8", "_n64", "_n96")),
+    "nvidia-h100-eos": Series("v4.0", "NVIDIA", "eos{nodes}_ngc24.04_{framework}", ("", "_n8", "_n316"), ("resnet",)),
+    "dell-gb200": Series("v5.0", "Dell", "{nodes}xXE9712x4GB200", ("1", "2", "4", "8"), ("bert",)),
+}
+"""Every series with three node counts or more of a benchmark below, on a system of one network (Dell's 1- and
+2-rail Omni-Path variants of the R750xa are other networks, left out)."""
+
+FRAMEWORKS: dict[str, str] = {"resnet": "mxnet", "bert": "pytorch"}
 """The benchmarks converted, and NVIDIA's framework for each: those whose logs say plainly how much work a run did
 (the others count epochs from 0 or 1, or log the per-epoch samples of a subset)."""
 
 
 def names() -> list[str]:
     """The datasets this converts to, one per benchmark and series."""
-    return [f"mlperf-{benchmark}-{series}" for series in SERIES for benchmark in BENCHMARKS]
+    return [f"mlperf-{benchmark}-{name}" for name, series in SERIES.items() for benchmark in series.benchmarks]
 
 
 def _events(path: pathlib.Path) -> Iterator[dict[str, Any]]:
@@ -94,15 +113,14 @@ def run(path: pathlib.Path, benchmark: str, system: dict[str, Any], workload: st
     )
 
 
-def series_runs(root: pathlib.Path, series: str, benchmark: str) -> list[Observation]:
-    """Every successful run of ``benchmark`` on the systems of ``series``."""
-    submitter, systems = SERIES[series]
+def series_runs(root: pathlib.Path, name: str, benchmark: str) -> list[Observation]:
+    """Every successful run of ``benchmark`` on the systems of series ``name``, from a checkout of its round."""
+    series = SERIES[name]
     runs = []
-    for name in systems:
-        name = name.format(framework=BENCHMARKS[benchmark])
-        system = json.loads((root / submitter / "systems" / f"{name}.json").read_text(encoding="utf-8"))
-        for log in sorted((root / submitter / "results" / name / benchmark).glob("result_*.txt")):
-            observed = run(log, benchmark, system, f"mlperf-{benchmark}-{series}")  # as ``names``
+    for system_name in series.systems(benchmark):
+        system = json.loads((root / series.submitter / "systems" / f"{system_name}.json").read_text(encoding="utf-8"))
+        for log in sorted((root / series.submitter / "results" / system_name / benchmark).glob("result_*.txt")):
+            observed = run(log, benchmark, system, f"mlperf-{benchmark}-{name}")  # as ``names``
             if observed is not None:
                 runs.append(observed)
     return runs
@@ -110,19 +128,23 @@ def series_runs(root: pathlib.Path, series: str, benchmark: str) -> list[Observa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=pathlib.Path, help="a checkout of training_results_v3.0")
+    parser.add_argument("round", choices=ROUNDS, help="the round of the checkout")
+    parser.add_argument("results", type=pathlib.Path, help="a checkout of training_results_<round>")
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for series in SERIES:
-        for benchmark in BENCHMARKS:
-            runs = series_runs(args.results, series, benchmark)
+    for name, series in SERIES.items():
+        if series.round != args.round:
+            continue
+        for benchmark in series.benchmarks:
+            runs = series_runs(args.results, name, benchmark)
             comments = [
-                f"MLPerf Training v3.0 {benchmark} on {SERIES[series][0]}'s {series} systems: {len(runs)} runs",
-                f"from {SOURCE_REPOSITORY} (commit {SOURCE_COMMIT}, Apache-2.0), converted by benchmarks.mlperf",
+                f"MLPerf Training {series.round} {benchmark} on {series.submitter}'s {name} systems: {len(runs)} runs",
+                f"from {SOURCE.format(round=series.round)} (commit {ROUNDS[series.round]}, Apache-2.0), converted by "
+                "benchmarks.mlperf",
             ]
-            write_observations(args.out / f"mlperf-{benchmark}-{series}.csv", runs, comments)
-            print(f"mlperf-{benchmark}-{series}: {len(runs)} runs at {sorted({r.workers for r in runs})} GPUs")
+            write_observations(args.out / f"mlperf-{benchmark}-{name}.csv", runs, comments)
+            print(f"mlperf-{benchmark}-{name}: {len(runs)} runs at {sorted({r.workers for r in runs})} GPUs")
     return 0
 
 
