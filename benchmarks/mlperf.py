@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", type=pathlib.Path, help="a checkout of training_results_<round>")
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     args = parser.parse_args(argv)
+    if not (args.results / "LICENSE.md").is_file():
+        parser.error(f"{args.results} is not a checkout of {SOURCE.format(round=args.round)}")
     args.out.mkdir(parents=True, exist_ok=True)
     for name, series in SERIES.items():
         if series.round != args.round:

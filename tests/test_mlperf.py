@@ -72,3 +72,10 @@ def test_the_converted_series_are_datasets_the_settings_are_not_chosen_on():
     assert set(mlperf.names()) <= set(datasets.reachable())
     assert not set(mlperf.names()) & set(datasets.tuning())
     assert "pollux-bert" in datasets.tuning()
+
+
+def test_a_folder_that_is_not_a_results_checkout_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        mlperf.main(["v3.0", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert "is not a checkout of https://github.com/mlcommons/training_results_v3.0" in capsys.readouterr().err
