@@ -16,8 +16,8 @@
   (``benchmarks.sia``);
 - ``mlperf-<benchmark>-<series>``: MLPerf Training (v3.0, v4.0, v5.0) time-to-train of ResNet-50 and BERT on one
   submitter's system at 3-6 node counts (4-2,528 A100s, H100s or GB200s; ``benchmarks.mlperf``,
-  ``benchmarks/data/mlperf``). Held out
-  (``HELD_OUT``): added on 2026-12-05 after every setting of the models was chosen, and never used to choose one.
+  ``benchmarks/data/mlperf``). Held out (``HELD_OUT``): added on 2026-12-05 after every setting of the models was
+  chosen, and never used to choose one.
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.
@@ -68,7 +68,8 @@ def reachable() -> list[str]:
 
 
 def tuning() -> list[str]:
-    """The reachable datasets the settings are chosen on (``benchmarks.lodo``, ``benchmarks.plan --lodo``)."""
+    """The reachable datasets the settings are chosen on (``benchmarks.lodo``) and plans are simulated on
+    (``benchmarks.plan``): all but the ``HELD_OUT`` families."""
     return [name for name in reachable() if family(name) not in HELD_OUT]
 
 

@@ -38,6 +38,10 @@ ROUNDS: dict[str, str] = {"v3.0": "63e326c", "v4.0": "6fe9543", "v5.0": "0fdc28f
 """The rounds converted, and the commit of each results repository the CSVs were made from."""
 OUT = pathlib.Path(__file__).resolve().parent / "data" / "mlperf"
 
+FRAMEWORKS: dict[str, str] = {"resnet": "mxnet", "bert": "pytorch"}
+"""The benchmarks converted, and NVIDIA's framework for each: those whose logs say plainly how much work a run did
+(the others count epochs from 0 or 1, or log the per-epoch samples of a subset)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Series:
@@ -47,7 +51,7 @@ class Series:
     submitter: str
     system: str  # its name at each count: ``{nodes}`` one of ``counts``; NVIDIA's names its ``{framework}`` too
     counts: tuple[str, ...]
-    benchmarks: tuple[str, ...] = ("resnet", "bert")
+    benchmarks: tuple[str, ...] = tuple(FRAMEWORKS)
 
     def systems(self, benchmark: str) -> list[str]:
         return [self.system.format(nodes=count, framework=FRAMEWORKS[benchmark]) for count in self.counts]
@@ -61,17 +65,18 @@ SERIES: dict[str, Series] = {
     "nvidia-h100-eos": Series("v4.0", "NVIDIA", "eos{nodes}_ngc24.04_{framework}", ("", "_n8", "_n316"), ("resnet",)),
     "dell-gb200": Series("v5.0", "Dell", "{nodes}xXE9712x4GB200", ("1", "2", "4", "8"), ("bert",)),
 }
-"""Every series with three node counts or more of a benchmark below, on a system of one network (Dell's 1- and
-2-rail Omni-Path variants of the R750xa are other networks, left out)."""
+"""Every series with three node counts or more of a benchmark of ``FRAMEWORKS``, on a system of one network (Dell's
+1- and 2-rail Omni-Path variants of the R750xa are other networks, left out)."""
 
-FRAMEWORKS: dict[str, str] = {"resnet": "mxnet", "bert": "pytorch"}
-"""The benchmarks converted, and NVIDIA's framework for each: those whose logs say plainly how much work a run did
-(the others count epochs from 0 or 1, or log the per-epoch samples of a subset)."""
+
+def dataset(benchmark: str, series: str) -> str:
+    """The name of the dataset of one benchmark on one series (``datasets.DATASETS``), and of its CSV in ``OUT``."""
+    return f"mlperf-{benchmark}-{series}"
 
 
 def names() -> list[str]:
     """The datasets this converts to, one per benchmark and series."""
-    return [f"mlperf-{benchmark}-{name}" for name, series in SERIES.items() for benchmark in series.benchmarks]
+    return [dataset(benchmark, name) for name, series in SERIES.items() for benchmark in series.benchmarks]
 
 
 def _events(path: pathlib.Path) -> Iterator[dict[str, Any]]:
@@ -120,7 +125,7 @@ def series_runs(root: pathlib.Path, name: str, benchmark: str) -> list[Observati
     for system_name in series.systems(benchmark):
         system = json.loads((root / series.submitter / "systems" / f"{system_name}.json").read_text(encoding="utf-8"))
         for log in sorted((root / series.submitter / "results" / system_name / benchmark).glob("result_*.txt")):
-            observed = run(log, benchmark, system, f"mlperf-{benchmark}-{name}")  # as ``names``
+            observed = run(log, benchmark, system, dataset(benchmark, name))
             if observed is not None:
                 runs.append(observed)
     return runs
@@ -139,14 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         if series.round != args.round:
             continue
         for benchmark in series.benchmarks:
-            runs = series_runs(args.results, name, benchmark)
+            runs, converted = series_runs(args.results, name, benchmark), dataset(benchmark, name)
             comments = [
                 f"MLPerf Training {series.round} {benchmark} on {series.submitter}'s {name} systems: {len(runs)} runs",
                 f"from {SOURCE.format(round=series.round)} (commit {ROUNDS[series.round]}, Apache-2.0), converted by "
                 "benchmarks.mlperf",
             ]
-            write_observations(args.out / f"mlperf-{benchmark}-{name}.csv", runs, comments)
-            print(f"mlperf-{benchmark}-{name}: {len(runs)} runs at {sorted({r.workers for r in runs})} GPUs")
+            write_observations(args.out / f"{converted}.csv", runs, comments)
+            print(f"{converted}: {len(runs)} runs at {sorted({r.workers for r in runs})} GPUs")
     return 0
 
 
