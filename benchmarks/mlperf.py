@@ -3,9 +3,10 @@
 MLCommons publishes every submission's logs (``mlcommons/training_results_<round>``, Apache-2.0): each run of a
 benchmark on a system, from one node to hundreds, in ``<submitter>/results/<system>/<benchmark>/result_*.txt``,
 and the system's nodes and accelerators in ``<submitter>/systems/<system>.json``. A *series* is one submitter's
-system at several node counts (``SERIES``: A100s, H100s and GB200s of rounds v3.0, v4.0 and v5.0); each becomes a
-dataset of the accuracy table, on accelerators and networks none of the project's models or settings were chosen
-on (``datasets.HELD_OUT``). A run of our schema:
+system at several node counts (``SERIES``: A100s, H100s and GB200s of rounds v2.1 to v5.0); each becomes a
+dataset of the accuracy table, on accelerators and networks the project's own data does not have. The settings of
+the models are chosen on those of v3.0, v4.0 and v5.0 too; the ``held_out`` series (``datasets.HELD_OUT``) choose
+none. A run of our schema:
 
 - ``workers`` = accelerators (one data-parallel replica per GPU, ``gpus_per_worker`` 1), ``nodes`` = the system's
   nodes, ``accelerator`` its model;
@@ -34,7 +35,13 @@ from typing import Any
 from rayjob_advisor.observations import Observation, write_observations
 
 SOURCE = "https://github.com/mlcommons/training_results_{round}"
-ROUNDS: dict[str, str] = {"v3.0": "63e326c", "v4.0": "6fe9543", "v5.0": "0fdc28f"}
+ROUNDS: dict[str, str] = {
+    "v2.1": "158189d",
+    "v3.0": "63e326c",
+    "v3.1": "d06288b",
+    "v4.0": "6fe9543",
+    "v5.0": "0fdc28f",
+}
 """The rounds converted, and the commit of each results repository the CSVs were made from."""
 OUT = pathlib.Path(__file__).resolve().parent / "data" / "mlperf"
 
@@ -52,6 +59,7 @@ class Series:
     system: str  # its name at each count: ``{nodes}`` one of ``counts``; NVIDIA's names its ``{framework}`` too
     counts: tuple[str, ...]
     benchmarks: tuple[str, ...] = tuple(FRAMEWORKS)
+    held_out: bool = False  # added after the models' settings were chosen, and never used to choose one
 
     def systems(self, benchmark: str) -> list[str]:
         return [self.system.format(nodes=count, framework=FRAMEWORKS[benchmark]) for count in self.counts]
@@ -64,9 +72,35 @@ SERIES: dict[str, Series] = {
     "nvidia-h100": Series("v3.0", "NVIDIA", "dgxh100{nodes}_ngc23.04_{framework}", ("", "_n8", "_n64", "_n96")),
     "nvidia-h100-eos": Series("v4.0", "NVIDIA", "eos{nodes}_ngc24.04_{framework}", ("", "_n8", "_n316"), ("resnet",)),
     "dell-gb200": Series("v5.0", "Dell", "{nodes}xXE9712x4GB200", ("1", "2", "4", "8"), ("bert",)),
-}
-"""Every series with three node counts or more of a benchmark of ``FRAMEWORKS``, on a system of one network (Dell's
-1- and 2-rail Omni-Path variants of the R750xa are other networks, left out)."""
+    "hpe-a100": Series(
+        "v2.1", "HPE", "HPE-ProLiant-XL675d-Gen10-Plus_A100-SXM-80GB_{nodes}{framework}",
+        ("", "2N_", "4N_", "8N_", "16N_"), held_out=True,
+    ),
+    "nvidia-a100": Series(
+        "v2.1", "NVIDIA", "dgxa100{nodes}_ngc22.04_{framework}", ("", "_n8", "_n128", "_n527"), ("resnet",),
+        held_out=True,
+    ),
+    "nvidia-a100-mixed": Series(
+        "v2.1", "NVIDIA", "dgxa100{nodes}_{framework}",
+        ("_ngc22.09", "_n8_ngc22.09", "_n128_ngc22.04", "_n512_ngc22.04"), ("bert",), held_out=True,
+    ),
+    "azure-a100": Series(
+        "v2.1", "Azure-HazyResearch", "ND96amsr_A100_v4{nodes}_{framework}", ("_n1", "_n8", "_n16"), ("bert",),
+        held_out=True,
+    ),
+    "fujitsu-a100-pcie": Series(
+        "v3.1", "Fujitsu", "primergy-cdi-A100x{nodes}-mxnet-ngc23.09", ("2", "4", "8", "10"), ("resnet",),
+        held_out=True,
+    ),
+    "nvidia-h100-eos-mixed": Series(
+        "v3.1", "NVIDIA", "eos{nodes}_{framework}", ("_ngc23.04", "_n8_ngc23.04", "_n434_ngc23.09"), ("bert",),
+        held_out=True,
+    ),
+}  # fmt: skip
+"""Every series of rounds v3.0, v4.0 and v5.0 with three node counts or more of a benchmark of ``FRAMEWORKS``, on a
+system of one network (Dell's 1- and 2-rail Omni-Path variants of the R750xa are other networks, left out); and,
+``held_out``, those of v2.1 and v3.1 on systems no other series has (HPE's, NVIDIA's DGX A100, Azure's, Fujitsu's
+composable 2-10 PCIe A100s on one node; BERT on NVIDIA's Eos; ``-mixed``: NVIDIA's containers of two releases)."""
 
 
 def dataset(benchmark: str, series: str) -> str:
@@ -74,9 +108,15 @@ def dataset(benchmark: str, series: str) -> str:
     return f"mlperf-{benchmark}-{series}"
 
 
-def names() -> list[str]:
-    """The datasets this converts to, one per benchmark and series."""
-    return [dataset(benchmark, name) for name, series in SERIES.items() for benchmark in series.benchmarks]
+def names(*, held_out: bool | None = None) -> list[str]:
+    """The datasets this converts to, one per benchmark and series; of the ``held_out`` series or of the others
+    only, where that is given (``datasets.HELD_OUT``)."""
+    return [
+        dataset(benchmark, name)
+        for name, series in SERIES.items()
+        if held_out in (None, series.held_out)
+        for benchmark in series.benchmarks
+    ]
 
 
 def _events(path: pathlib.Path) -> Iterator[dict[str, Any]]:

@@ -63,15 +63,17 @@ def test_a_run_that_did_not_reach_its_target_is_not_a_run(tmp_path):
     assert mlperf.run(_resnet(tmp_path, "aborted"), "resnet", SYSTEM, "mlperf-resnet-x") is None
 
 
-def test_the_converted_series_are_datasets_the_settings_are_not_chosen_on():
+def test_every_converted_series_is_a_dataset_and_the_held_out_ones_choose_no_setting():
     for name in mlperf.names():
         runs = datasets.DATASETS[name]()
         assert len({run.workers for run in runs}) >= 3, name
         assert {run.workload for run in runs} == {name}
-        assert datasets.family(name) in datasets.HELD_OUT
     assert set(mlperf.names()) <= set(datasets.reachable())
-    assert not set(mlperf.names()) & set(datasets.tuning())
-    assert "pollux-bert" in datasets.tuning()
+    held_out = set(mlperf.names(held_out=True))
+    assert held_out and held_out < set(mlperf.names())
+    assert not held_out & set(datasets.tuning())
+    assert {datasets.family(name) for name in held_out} == {"held-out"}
+    assert {"pollux-bert", "mlperf-bert-dell-gb200"} <= set(datasets.tuning())
 
 
 def test_a_folder_that_is_not_a_results_checkout_is_one_line(tmp_path, capsys):
