@@ -16,10 +16,10 @@
   (``benchmarks.sia``);
 - ``mlperf-<benchmark>-<series>``: MLPerf Training time-to-train of ResNet-50 and BERT on one submitter's system at
   3-6 node counts (``benchmarks.mlperf``, ``benchmarks/data/mlperf``): rounds v3.0, v4.0 and v5.0 (4-2,528 A100s,
-  H100s or GB200s), added on 2026-12-05 and held out until the changes tried on them had been looked at, then
-  chosen on like the others (2026-12-06); and, held out (``HELD_OUT``), rounds v2.1 and v3.1 on other systems
-  (8-4,216 A100s of HPE, NVIDIA and Azure, 2-10 PCIe A100s of Fujitsu, 8-3,472 H100s of NVIDIA), added on
-  2026-12-06 and never used to choose a setting.
+  H100s or GB200s), held out when they were added and, once changes had been tried on them, chosen on like the
+  others; and, held out (``HELD_OUT``), rounds v2.1 and v3.1 on other systems (8-4,216 A100s of HPE, NVIDIA and
+  Azure, 2-10 PCIe A100s of Fujitsu, 8-3,472 H100s of NVIDIA), added after that and never used to choose a
+  setting.
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.
