@@ -46,6 +46,8 @@ Grids (``--grid``):
   collapse); it decides which candidates the cross-validation disqualifies, so each setting cross-validates anew.
 - ``ridge``: ``estimators.RIDGE`` (how hard ``sync-sgd``'s fit is pulled to one point of a valley of equally good
   fits); it changes a candidate, so each setting cross-validates anew.
+- ``compute``: ``estimators.COMPUTE_PULL`` (how hard ``sync-sgd``'s fit is pulled towards a step of per-sample
+  computation where its runs leave the split open); it changes a candidate, so each setting cross-validates anew.
 - ``sharing``: ``estimators.SHARED_LINK`` (the candidates that price the workers sharing a node): none,
   ``dataparallel`` alone, or both structural step models; it changes candidates, so each setting cross-validates
   anew.
@@ -113,6 +115,7 @@ GRIDS: dict[str, list[Setting]] = {
     "floor": [(("NOISE_MARGIN", margin),) for margin in (0.1, 0.25, 0.5, 1.0)],
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
     "ridge": [(("RIDGE", ridge),) for ridge in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)],
+    "compute": [(("COMPUTE_PULL", pull),) for pull in (0.0, 1e-3, 1e-2, 1e-1)],
     "sharing": [(("SHARED_LINK", link),) for link in ("none", "dataparallel", "dataparallel+sync-sgd")],
     "crowding": [(("CROWDED_CORES", cores),) for cores in ("none", "dataparallel+sync-sgd")],
     "boosting": [
@@ -130,7 +133,7 @@ BOUND_GRIDS = frozenset({"bounds", "drift"})
 """The grids of settings that shape the bound, not the median: scored by its pinball loss (``pinball``)."""
 TRANSFER_GRIDS = frozenset({"transfer", "drift"})
 """The grids asked of the Sia datasets' ``transfer`` questions only (``transfer_losses``)."""
-REFITTED_GRIDS = frozenset({"floor", "ridge", "sharing", "crowding", "boosting", "boosting-rate"})
+REFITTED_GRIDS = frozenset({"floor", "ridge", "compute", "sharing", "crowding", "boosting", "boosting-rate"})
 """The grids whose settings change what the cross-validation measures (which candidates collapse, how a candidate
 fits): each setting cross-validates anew (``question_losses``)."""
 
@@ -154,6 +157,7 @@ CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
     "MIN_SCALE_RUNS": (calibration, int),
     "NOISE_MARGIN": (predictor, float),
     "RIDGE": (estimators, float),
+    "COMPUTE_PULL": (estimators, float),
     "BOOSTING_ROUNDS": (estimators, int),
     "BOOSTING_DEPTH": (estimators, int),
     "BOOSTING_RATE": (estimators, float),

@@ -147,6 +147,31 @@ def test_a_job_is_predicted_on_nodes_like_the_profiles():
     assert model.predict([roomy])[0] < model.predict([features(4)])[0]  # 4 threads on 8 cores, not on 2
 
 
+def _one_batch_runs(local: int, workers: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """GPU runs of one per-worker batch whose step is mostly computation per sample, on nodes of 4 GPUs."""
+    X, y = [], []
+    for w, size in itertools.product(workers, (64000, 256000)):
+        sync = 0.0 if w == 1 else 0.004 + 0.002 * (2 * (1 - 1 / w) - 1)
+        X.append([size, 1, w, local * w, 0, 1, math.ceil(w / 4), 0])
+        y.append(5.0 + math.ceil(size / (local * w)) * (0.001 * local + sync))
+    return np.array(X, dtype=float), np.array(y)
+
+
+def test_a_step_the_runs_cannot_split_is_computation_so_another_per_worker_batch_scales_with_it(monkeypatch):
+    """A profile of one per-worker batch cannot tell a step's fixed cost from its cost per sample: taken as
+    computation, a quarter or four times the batch is predicted; taken as half fixed, 1.8x too slow or too fast."""
+    X, y = _one_batch_runs(64, (1, 2, 4, 8))
+    asked = [_one_batch_runs(local, (8,)) for local in (16, 256)]
+
+    def worst() -> float:
+        fitted = CANDIDATES["sync-sgd"]().fit(X, y)
+        return max(float(np.abs(fitted.predict(A) / truth - 1).max()) for A, truth in asked)
+
+    assert worst() < 0.1
+    monkeypatch.setattr(estimators, "COMPUTE_PULL", 0.0)
+    assert worst() > 0.25
+
+
 def test_sync_sgd_fits_one_point_of_a_valley_of_equally_good_fits_whatever_the_rounding():
     """The shipped profile (one per-worker batch per worker count, one epoch count) leaves parameters its runs
     cannot tell apart; the fit is the same in any order of the runs (as on any machine's BLAS), and a per-epoch

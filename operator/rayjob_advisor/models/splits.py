@@ -19,7 +19,10 @@ configuration it has seen.
   differs from ``extrapolate-*``.
 - ``extrapolate-small-batch``: the smallest quarter of the per-worker batches
   is held out (a job that halves its batch).
-- ``kfold``: 5 shuffled folds over runs (seeded), the usual random CV.
+- ``kfold``: 5 shuffled folds over runs (seeded), the usual random CV. Unlike
+  the others it may score a configuration whose repeats it trained on;
+  folds of whole configurations were tried and not taken (leave-one-dataset-
+  out, 2026-12-05: the accuracy page's settings).
 
 Each split asks one kind of question (``QUESTION``): ``inside`` the profile
 (interpolation, K-fold), or beyond it in ``workers``, ``size`` or
