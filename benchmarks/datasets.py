@@ -75,6 +75,12 @@ def tuning() -> list[str]:
     return [name for name in reachable() if name not in HELD_OUT]
 
 
+def sweeps() -> list[str]:
+    """The datasets the settings are chosen on that are profiling sweeps, a grid a profiling plan chooses its runs
+    from (``benchmarks.plan``): all of ``tuning`` but MLPerf's, one tuned submission per scale at 3-6 of them."""
+    return [name for name in tuning() if family(name) != "mlperf"]
+
+
 def family(name: str) -> str:
     """The source a dataset comes from (``ray``, ``pollux``, ``sia``, ``mlperf``), or ``held-out``: the tables
     summarise per family too."""

@@ -253,7 +253,7 @@ def lodo(names: Sequence[str], budget: float, jobs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--datasets", default=",".join(datasets.tuning()), help="default: every reachable one but the held out"
+        "--datasets", default=",".join(datasets.sweeps()), help="default: every reachable profiling sweep"
     )
     parser.add_argument("--jobs", type=int, default=2, help="datasets simulated at once (processes)")
     parser.add_argument("--budget", type=float, default=BUDGET, help="the plan's budget, a fraction of the grid's cost")

@@ -74,6 +74,7 @@ def test_every_converted_series_is_a_dataset_and_the_held_out_ones_choose_no_set
     assert not held_out & set(datasets.tuning())
     assert {datasets.family(name) for name in held_out} == {"held-out"}
     assert {"pollux-bert", "mlperf-bert-dell-gb200"} <= set(datasets.tuning())
+    assert not set(mlperf.names()) & set(datasets.sweeps())
 
 
 def test_a_folder_that_is_not_a_results_checkout_is_one_line(tmp_path, capsys):
