@@ -70,8 +70,7 @@ def reachable() -> list[str]:
 
 
 def tuning() -> list[str]:
-    """The reachable datasets the settings are chosen on (``benchmarks.lodo``) and plans are simulated on
-    (``benchmarks.plan``): all but the ``HELD_OUT`` families."""
+    """The reachable datasets the settings are chosen on (``benchmarks.lodo``): all but the ``HELD_OUT`` ones."""
     return [name for name in reachable() if name not in HELD_OUT]
 
 

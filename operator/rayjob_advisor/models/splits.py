@@ -22,7 +22,7 @@ configuration it has seen.
 - ``kfold``: 5 shuffled folds over runs (seeded), the usual random CV. Unlike
   the others it may score a configuration whose repeats it trained on;
   folds of whole configurations were tried and not taken (leave-one-dataset-
-  out, 2026-12-05: the accuracy page's settings).
+  out, 2026-12-05: the accuracy page, on MLPerf's first family).
 
 Each split asks one kind of question (``QUESTION``): ``inside`` the profile
 (interpolation, K-fold), or beyond it in ``workers``, ``size`` or
