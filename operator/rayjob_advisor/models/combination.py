@@ -60,7 +60,9 @@ itself; beyond it, stacking on extrapolation folds alone is worse than the step'
 the question's. Against none inside, 10 would not pass ``benchmarks.lodo``'s paired rule of 2026-12-05 (-0.13 +-
 0.08 points, better on 9 datasets and worse on 6); kept as the setting in place. Re-run on 2026-12-05 (evening) with
 CPU workers' crowded cores priced
-(``estimators.CROWDED_CORES``): the same for all 18, 10.84 % (docs/accuracy.md)."""
+(``estimators.CROWDED_CORES``): the same for all 18, 10.84 % (docs/accuracy.md). Over the 28 datasets with
+MLPerf's first family and ``estimators.COMPUTE_PULL``: 100 inside for 27 left-out datasets, carried by Eos alone
+(with it left out the others keep 10), +0.04 +- 0.28 points per dataset: kept."""
 FULL_DISTANCE = math.log(1.5)
 """How far beyond the profile (``design.Reach.distance``: 1.5x the most profiled workers is log 1.5) a question is
 its kind's alone; nearer, the kind ``inside`` answers the rest (``memberships``). Chosen leave-one-dataset-out

@@ -411,7 +411,8 @@ against 11.3-11.6 %). Two more used to be: an aMLLibrary-style ridge on the feat
 products, and an RBF support-vector regression of the time per sample; left out, the combination's mean MAPE fell
 from 11.8 % to 11.2 % (the same grid with them, before the prior inside the profile was re-chosen); a fit takes half
 the time. Re-run with the crowded cores priced (2026-12-05, evening): all four for all 18, 10.84 % against
-10.98-11.56 %."""
+10.98-11.56 %. Over the 28 datasets with MLPerf's first family and ``COMPUTE_PULL``: all but ``ernest`` for 27 left-out
+datasets, carried by Eos alone (with it left out the others keep all four), +0.15 +- 0.17 points per dataset: kept."""
 PER_SAMPLE: tuple[str, ...] = ("gradient-boosting",)
 """Candidates besides the structural ones whose runtime scales with the work beyond the profile: a tree ensemble of
 the time per sample (``_PerSampleLog``) holds its value at the edge of the data there, so more work is more time in
