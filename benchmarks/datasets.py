@@ -77,7 +77,7 @@ def tuning() -> list[str]:
 def sweeps() -> list[str]:
     """The datasets the settings are chosen on that are profiling sweeps, a grid a profiling plan chooses its runs
     from (``benchmarks.plan``): all of ``tuning`` but MLPerf's, one tuned submission per scale at 3-6 of them."""
-    return [name for name in tuning() if family(name) != "mlperf"]
+    return [name for name in tuning() if name not in mlperf.names()]
 
 
 def family(name: str) -> str:
