@@ -75,9 +75,9 @@ the 15 GPU datasets are worse with it. Choosing so gives 11.32 % mean left-out M
 18, 11.91 % left out.) Re-run with the crowded cores
 priced (2026-12-05, evening): log 1.5 for 9 left-out datasets, log 4 with the prior alone beyond for 9; choosing so
 gives 11.12 % left out against 10.84 %: kept. Over the 28 datasets with MLPerf's first family and
-``estimators.COMPUTE_PULL`` (2026-12-05): log 2 with 100 runs inside and beyond for 22 left-out datasets (log 4 with
-the prior alone beyond for 4), 86.77 % left out against 86.58 %; per dataset +0.19 +- 0.29 points (better on 11,
-worse on 16): kept."""
+``estimators.COMPUTE_PULL`` (2026-12-05, ``RIDGE`` still 1e-5): log 2 with 100 runs inside and beyond for 22 left-out
+datasets (log 4 with the prior alone beyond for 4), 86.77 % left out against 86.58 %; per dataset +0.19 +- 0.29 points
+(better on 11, worse on 16): kept."""
 _SUM_TO_ONE = 1e3
 """Weight of the row that makes the stacking weights sum to one, against rows of relative error ~1."""
 

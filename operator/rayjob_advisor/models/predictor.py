@@ -32,8 +32,8 @@ with the step models pricing the workers sharing a node; mean MAPE over the data
 11.30 %, 1: 11.35 %). The grid is flat: 0.1 and 0.25 differ by hundredths of a point (2026-12-04: only ``ray-mlp``
 told them apart, 15.34 % against 15.37 %; under ``benchmarks.lodo``'s paired rule, -0.002 +- 0.002 points). Re-run with
 the crowded cores priced (2026-12-05, evening): 0.1 for all 18. Over the 28 datasets with MLPerf's first family
-(2026-12-05): 0.5 for 27 left-out datasets, carried by Eos (1,999 -> 1,227 %; with it left out the others choose
-0.25), but per dataset +0.107 +- 0.041 points left out (worse on all 5 where it differs): kept."""
+(2026-12-05, ``estimators.RIDGE`` 1e-5): 0.5 for 27 left-out datasets, carried by Eos (1,999 -> 1,227 %; with it left
+out the others choose 0.25), but per dataset +0.107 +- 0.041 points left out (worse on all 5 where it differs): kept."""
 
 
 def marginal_rate(X: np.ndarray, y: np.ndarray) -> float:
