@@ -228,7 +228,7 @@ def main() -> None:
         passing = sum(not r.failures() for r in members)
         cover = np.mean([r.coverage for r in members])
         print(
-            f"{fam:<8} {question:<13} {_pct(chosen):>6} / {_pct(best):>6} / {_pct(ernest):>6}  "
+            f"{fam:<8} {question:<15} {_pct(chosen):>6} / {_pct(best):>6} / {_pct(ernest):>6}  "
             f"cov {cover:.2f}  {passing}/{len(members)} pass"
         )
     print(f"\nrows passing every target: {sum(not r.failures() for r in rows)}/{len(rows)}")

@@ -263,11 +263,14 @@ def question_losses(grid: str, cut: questions.Cut) -> list[float]:
 
 
 def losses(job: tuple[str, str]) -> tuple[str, list[float]]:
-    """One dataset's loss under every setting of a grid: its mean loss over its questions (``question_losses``)."""
+    """One dataset's loss under every setting of a grid: its mean loss over its questions but the held-out ones
+    (``questions.HELD_OUT``; ``question_losses``)."""
     dataset, grid = job
     runs = datasets.DATASETS[dataset]()
     errors: list[list[float]] = [[] for _ in GRIDS[grid]]
-    for ask in questions.QUESTIONS.values():
+    for name, ask in questions.QUESTIONS.items():
+        if name in questions.HELD_OUT:
+            continue
         cut = ask(runs)
         if isinstance(cut, str):
             continue

@@ -14,7 +14,10 @@ Each cut trains on the runs a profile would have and tests on runs beyond them, 
 - ``size-x4``: trained on dataset sizes up to a quarter of the largest, tested on the largest;
 - ``batch-half``: trained on per-worker batches from twice the smallest, tested on the smallest;
 - ``batch-x2-4``: trained on per-worker batches up to a quarter of the largest, tested on those 2-4x the
-  largest trained.
+  largest trained;
+- ``strong-scaling``: at a fixed global batch (the per-worker batch shrinking as the workers grow), trained on the
+  worker counts up to a quarter of the most, tested on those from half of it: a published strong-scaling curve, more
+  workers and a smaller per-worker batch asked at once. Held out (``HELD_OUT``).
 
 A cut that a dataset cannot make (too few distinct values, no runs on one side) is skipped, with the reason.
 ``transfer`` questions (``transfer_cuts``: a scarcely measured accelerator beside a well measured one) need the
@@ -33,6 +36,9 @@ from rayjob_advisor.observations import Observation
 
 FEW_RUNS = 12
 """The training runs of a ``workers-x4-few`` cut: "a dozen", issue 18's small profile (8-12 runs)."""
+SAME_GLOBAL_BATCH = 0.02
+"""Global batches within this relative distance are one: the traces' per-worker batches are rounded (Pollux cifar10:
+363 per GPU on 2 GPUs is 726, 725 on 1)."""
 TRANSFER_RUNS = 6
 """The new accelerator's runs in a ``transfer`` cut, drawn (seed 0) at its one or two smallest GPU counts."""
 
@@ -115,6 +121,32 @@ def batch_x2_4(runs: Sequence[Observation]) -> Cut | str:
     return _cut(runs, _local, lambda b: b <= trained, lambda b: 2 * trained <= b <= 4 * trained)
 
 
+def _global_batches(runs: Sequence[Observation]) -> dict[int, int]:
+    """Each global batch of the runs -> the smallest of those within ``SAME_GLOBAL_BATCH`` of it, in a chain."""
+    same: dict[int, int] = {}
+    first = previous = 0
+    for batch in sorted({run.batch_size or run.workers for run in runs}):
+        first = first if previous and batch <= previous * (1 + SAME_GLOBAL_BATCH) else batch
+        same[batch] = previous = first
+    return same
+
+
+def strong_scaling(runs: Sequence[Observation]) -> Cut | str:
+    most = max(run.workers for run in runs)
+    same = _global_batches(runs)
+    series: dict[tuple[object, ...], list[Observation]] = {}
+    for run in runs:
+        series.setdefault((run.dataset_size, run.epochs, same[run.batch_size or run.workers]), []).append(run)
+    train, test = [], []
+    for members in series.values():
+        trained = [run for run in members if run.workers <= most / 4]
+        tested = [run for run in members if run.workers >= most / 2]
+        if len({run.workers for run in trained}) >= 2 and tested:
+            train += trained
+            test += tested
+    return Cut(train, test) if train else "no global batch measured at 2 worker counts and at half the most"
+
+
 QUESTIONS: dict[str, Callable[[Sequence[Observation]], Cut | str]] = {
     "workers-between": workers_between,
     "workers-x4": workers_x4,
@@ -124,7 +156,12 @@ QUESTIONS: dict[str, Callable[[Sequence[Observation]], Cut | str]] = {
     "size-x4": size_x4,
     "batch-half": batch_half,
     "batch-x2-4": batch_x2_4,
+    "strong-scaling": strong_scaling,
 }
+HELD_OUT: tuple[str, ...] = ("strong-scaling",)
+"""Questions the accuracy table reports and no setting is chosen on (``benchmarks.lodo`` skips them): added on
+2026-12-05 after every setting had been chosen, as the closest the traces come to issue 18's strong-scaling curves
+(published throughput of models on 1-64 A100s at a fixed global batch)."""
 
 
 @dataclasses.dataclass(frozen=True)
