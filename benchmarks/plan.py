@@ -21,13 +21,13 @@ below random's median, and the plan's expected error was honest: its bound cover
 target runs (the per-band coverage target of the bounds since issue 9) and its MAPE is within its stated error.
 
 ``--lodo`` chooses the plan's constants by leave-one-dataset-out instead: every setting of ``GRID``
-(``sequential.GROWTH`` x ``optimal.PRIOR``) plans on every dataset; a dataset's loss under a setting is the plan's
-MAPE over the grid's (the issue's ratio). For each dataset in turn, the setting with the least median loss over the
-*other* datasets is chosen (the median: each trace one vote, where a mean would follow the two 30-run Ray traces,
-whose ratio moves by half between settings), and the left-out dataset's plan under it is reported against the grid
-and against random runs at the budget (median of ``SEEDS``): what a trace nobody tuned on sees. A constant in the
-code changes only by ``benchmarks.lodo``'s rule for a setting in place, on the logarithms of the ratios (a trace
-whose ratio halves weighs as one whose ratio doubles); the command prints its verdict.
+(``sequential.GROWTH`` x ``optimal.PRIOR`` x ``optimal.CURVED``) plans on every dataset; a dataset's loss under a
+setting is the plan's MAPE over the grid's (the issue's ratio). For each dataset in turn, the setting with the least
+median loss over the *other* datasets is chosen (the median: each trace one vote, where a mean would follow the two
+30-run Ray traces, whose ratio moves by half between settings), and the left-out dataset's plan under it is reported
+against the grid and against random runs at the budget (median of ``SEEDS``): what a trace nobody tuned on sees. A
+constant in the code changes only by ``benchmarks.lodo``'s rule for a setting in place, on the logarithms of the
+ratios (a trace whose ratio halves weighs as one whose ratio doubles); the command prints its verdict.
 
     .venv/bin/python -m benchmarks.plan
     .venv/bin/python -m benchmarks.plan --datasets digits-cnn,pollux-bert
@@ -63,11 +63,11 @@ SEEDS = 7
 CONFIDENCE = 0.9
 """The bound's confidence: the plan's default, and the one the advisor reports."""
 
-Setting = tuple[float, float]
-GRID: list[Setting] = list(itertools.product((1.0 / 3.0, 0.5), (1e-3, 1e-1)))
-"""``--lodo``'s settings: (``sequential.GROWTH``, ``optimal.PRIOR``). The seed is ``evaluation.MIN_HELD_OUT`` runs
-(the fewest that bound a model whatever their shape) and ``sequential.MIN_BATCH`` does not bind at these growths (a
-third of 9 is 3)."""
+Setting = tuple[float, float, bool]
+GRID: list[Setting] = list(itertools.product((1.0 / 3.0, 0.5), (1e-3, 1e-1), (False, True)))
+"""``--lodo``'s settings: (``sequential.GROWTH``, ``optimal.PRIOR``, ``optimal.CURVED``). The seed is
+``evaluation.MIN_HELD_OUT`` runs (the fewest that bound a model whatever their shape) and ``sequential.MIN_BATCH``
+does not bind at these growths (a third of 9 is 3)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,14 +213,14 @@ def references(dataset: str, budget: float) -> tuple[Score, float]:
 
 def planned(dataset: str, budget: float, setting: Setting) -> Score:
     """``--lodo``: the plan on a dataset under one setting of ``GRID``."""
-    sequential.GROWTH, optimal.PRIOR = setting
+    sequential.GROWTH, optimal.PRIOR, optimal.CURVED = setting
     candidates, targets = split(dataset)
     return follow(candidates, targets, budget * cost(candidates))[0]
 
 
 def describe(setting: Setting) -> str:
-    growth, prior = setting
-    return f"GROWTH={growth:.2f}, PRIOR={prior:g}"
+    growth, prior, curved = setting
+    return f"GROWTH={growth:.2f}, PRIOR={prior:g}, CURVED={curved}"
 
 
 def lodo(names: Sequence[str], budget: float, jobs: int) -> None:
@@ -246,7 +246,7 @@ def lodo(names: Sequence[str], budget: float, jobs: int) -> None:
     print(f"\nbeats random left out: {beats}/{len(names)}; median plan/grid per setting (all datasets):")
     for setting, median in zip(GRID, np.median(loss, axis=0), strict=True):
         print(f"  {describe(setting)}: {median:.3f}")
-    current = GRID.index((sequential.GROWTH, optimal.PRIOR))
+    current = GRID.index((sequential.GROWTH, optimal.PRIOR, optimal.CURVED))
     print(f"in place: {describe(GRID[current])}; losses 100 x log plan/grid; {verdict(np.log(loss), picks, current)}")
 
 

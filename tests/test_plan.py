@@ -175,6 +175,25 @@ def test_the_design_updates_its_information_exactly_and_prefers_runs_near_the_ta
     assert np.allclose(variance.inverse_, exact)
 
 
+def test_the_curved_column_makes_runs_of_the_targets_work_worth_more(monkeypatch):
+    """Measured at the least work only, a run of the targets' work lowers the variance at the targets more, against
+    one more small run, when the design allows a time per sample that drifts with the work (``optimal.CURVED``)."""
+
+    def row(size: float, workers: int) -> list[float]:
+        return [size, 1, workers, 32 * workers, 1, 1, 1]
+
+    measured = np.array([row(size, w) for size in (1000.0, 2000.0) for w in (1, 2, 4)])
+    candidates, targets = np.array([row(2000.0, 4), row(32000.0, 4)]), np.array([row(32000.0, 8), row(32000.0, 16)])
+
+    def ratio(curved: bool) -> float:
+        monkeypatch.setattr(optimal, "CURVED", curved)
+        runs = [(X, 2.0 + X[:, design.WORK] / X[:, design.WORKERS] / 1000) for X in (measured, candidates, targets)]
+        gains = optimal.TargetVariance().fit(*(part for pair in runs for part in pair)).gains()
+        return float(gains[1] / gains[0])
+
+    assert ratio(True) > ratio(False) > 1.0
+
+
 def test_profile_with_a_plan_needs_an_out_file_before_ray_starts(tmp_path: pathlib.Path, capsys):
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump({**SPEC, "goal": 0.1}))
