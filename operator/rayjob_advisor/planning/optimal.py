@@ -39,13 +39,12 @@ CURVED = True
 tells the time per sample as well as one of the most, and being the cheapest the design takes mostly those (on
 ``sia-bert-v100`` 105 of the plan's 271 runs were of the least work of four, 13 of the most: 103 and 18 with it); a
 profile whose time per sample grows with the work is then fitted on the small runs and extrapolated to the targets'
-work. Chosen by
-leave-one-dataset-out with ``PRIOR`` and ``sequential.GROWTH`` (``benchmarks.plan --lodo``, 2026-12-05, 19 minutes on
-2 cores): with it for all 18 left-out traces (median plan / grid MAPE ratio 0.993 against 1.010 without, at a third
-and 0.1), and by ``benchmarks.lodo``'s paired rule on the log ratios the left-out choice is 1.32 +- 0.59 points
-better per trace than without (better on 11, worse on 5): changed. Its pull is small: measured at 1,000-2,000
-samples, a run of the targets' 32,000 lowers their variance 8.2 times as much as one more small run with it, 8.0
-without (``tests/test_plan.py``); the traces moved by a few tenths of a point each."""
+work. Chosen by leave-one-dataset-out with ``PRIOR`` and ``sequential.GROWTH`` (``benchmarks.plan --lodo``,
+2026-12-05, 19 minutes on 2 cores): with it for all 18 left-out traces (median plan / grid MAPE ratio 0.993 against
+1.010 without, at a third and 0.1), and by ``benchmarks.lodo``'s paired rule on the log ratios the left-out choice
+is 1.32 +- 0.59 points better per trace than without (better on 11, worse on 5): changed. Its pull is small:
+measured at 1,000-2,000 samples, a run of the targets' 32,000 lowers their variance 8.2 times as much as one more
+small run with it, 8.0 without (``tests/test_plan.py``); the traces moved by a few tenths of a point each."""
 
 
 def features(X: np.ndarray) -> np.ndarray:
