@@ -51,8 +51,13 @@ class Cut:
     test: list[Observation]
 
 
+def _global(run: Observation) -> int:
+    """The run's global batch (one sample per worker where it recorded none)."""
+    return run.batch_size or run.workers
+
+
 def _local(run: Observation) -> float:
-    return (run.batch_size or run.workers) / run.workers
+    return _global(run) / run.workers
 
 
 def _cut(
@@ -122,12 +127,14 @@ def batch_x2_4(runs: Sequence[Observation]) -> Cut | str:
 
 
 def _global_batches(runs: Sequence[Observation]) -> dict[int, int]:
-    """Each global batch of the runs -> the smallest of those within ``SAME_GLOBAL_BATCH`` of it, in a chain."""
+    """Each global batch of the runs -> the smallest of its group: in ascending order, a batch more than
+    ``SAME_GLOBAL_BATCH`` above its group's smallest starts a new group."""
     same: dict[int, int] = {}
-    first = previous = 0
-    for batch in sorted({run.batch_size or run.workers for run in runs}):
-        first = first if previous and batch <= previous * (1 + SAME_GLOBAL_BATCH) else batch
-        same[batch] = previous = first
+    first = 0
+    for batch in sorted({_global(run) for run in runs}):
+        if not first or batch > first * (1 + SAME_GLOBAL_BATCH):
+            first = batch
+        same[batch] = first
     return same
 
 
@@ -136,7 +143,7 @@ def strong_scaling(runs: Sequence[Observation]) -> Cut | str:
     same = _global_batches(runs)
     series: dict[tuple[object, ...], list[Observation]] = {}
     for run in runs:
-        series.setdefault((run.dataset_size, run.epochs, same[run.batch_size or run.workers]), []).append(run)
+        series.setdefault((run.dataset_size, run.epochs, same[_global(run)]), []).append(run)
     train, test = [], []
     for members in series.values():
         trained = [run for run in members if run.workers <= most / 4]
