@@ -300,9 +300,13 @@ class AdvisorInputs(pydantic.BaseModel):
         return self
 
 
-# Words and qualifiers that name no accelerator model: vendors, product lines, memory, form factors, TPU slice kinds.
-_VENDOR_WORDS = frozenset({"nvidia", "tesla", "geforce", "quadro", "amd", "instinct", "intel", "graphics"})
-_QUALIFIER = re.compile(r"\d+(?:g|gb|gib)|sxm\d*|pcie|hbm\d*e?|nvl|mega|oam|podslice|slice|device")
+# Words and qualifiers that name no accelerator model: vendors, product lines, architectures, memory, power limits,
+# form factors, TPU slice kinds.
+_VENDOR_WORDS = frozenset(
+    {"nvidia", "tesla", "geforce", "quadro", "amd", "instinct", "intel", "graphics", "gpu"}
+    | {"ampere", "hopper", "blackwell"}
+)
+_QUALIFIER = re.compile(r"\d+(?:g|gb|gib|w)|sxm\d*|pcie|hbm\d*e?|nvl|mega|oam|podslice|slice|device")
 
 
 def canonical_accelerator(text: str) -> str:
@@ -310,9 +314,11 @@ def canonical_accelerator(text: str) -> str:
 
     ``NVIDIA-A100-SXM4-80GB`` (``nvidia.com/gpu.product``), ``nvidia-a100-80gb``
     (``cloud.google.com/gke-accelerator``) and ``a100`` (Karpenter) are one
-    accelerator, ``a100``: vendor and product-line words, memory sizes and form
-    factors are dropped and the rest joined (``NVIDIA-GeForce-RTX-2080-Ti`` ->
-    ``rtx2080ti``, ``AMD_Instinct_MI300X_OAM`` -> ``mi300x``). A MIG slice keeps
+    accelerator, ``a100``: vendor, product-line and architecture words, memory
+    sizes, power limits (``NVIDIA A100-SXM4-40GB (400W)`` in MLPerf's system
+    descriptions) and form factors are dropped and the rest joined
+    (``NVIDIA-GeForce-RTX-2080-Ti`` -> ``rtx2080ti``, ``AMD_Instinct_MI300X_OAM``
+    -> ``mi300x``). A MIG slice keeps
     its profile (``a100-mig-1g.5gb``: a fraction of the GPU), a TPU its version
     (``tpu-v4-podslice`` -> ``tpu-v4``, ``tpu-v5-lite-podslice`` -> ``tpu-v5e``).
     Text without a model number stays as it is, lower-cased, runs of other
