@@ -221,6 +221,7 @@ def main() -> None:
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
         groups.setdefault((datasets.family(row.dataset), row.question.split("<-")[0]), []).append(row)
+    width = max(len(fam) for fam, _ in groups)
     for (fam, question), members in sorted(groups.items()):
         chosen = np.mean([r.chosen for r in members])
         best = np.mean([r.best[1] for r in members])
@@ -228,7 +229,7 @@ def main() -> None:
         passing = sum(not r.failures() for r in members)
         cover = np.mean([r.coverage for r in members])
         print(
-            f"{fam:<8} {question:<15} {_pct(chosen):>6} / {_pct(best):>6} / {_pct(ernest):>6}  "
+            f"{fam:<{width}} {question:<15} {_pct(chosen):>6} / {_pct(best):>6} / {_pct(ernest):>6}  "
             f"cov {cover:.2f}  {passing}/{len(members)} pass"
         )
     print(f"\nrows passing every target: {sum(not r.failures() for r in rows)}/{len(rows)}")

@@ -19,7 +19,7 @@
   H100s or GB200s), held out when they were added and, once changes had been tried on them, chosen on like the
   others; and, held out (``HELD_OUT``), rounds v2.1 and v3.1 on other systems (8-4,216 A100s of HPE, NVIDIA and
   Azure, 2-10 PCIe A100s of Fujitsu, 8-3,472 H100s of NVIDIA), added after that and never used to choose a
-  setting.
+  setting; and a second held-out family, rounds v1.0 and v1.1 (8-4,320 A100s of NVIDIA, Azure and Dell).
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.
@@ -81,8 +81,8 @@ def sweeps() -> list[str]:
 
 
 def family(name: str) -> str:
-    """The source a dataset comes from (``ray``, ``pollux``, ``sia``, ``mlperf``), or ``held-out``: the tables
-    summarise per family too."""
-    if name in HELD_OUT:
-        return "held-out"
+    """The source a dataset comes from (``ray``, ``pollux``, ``sia``, ``mlperf``), or its held-out family
+    (``held-out``, ``held-out-v1``: ``mlperf.Series.held_out``): the tables summarise per family too."""
+    if name in mlperf.names():
+        return mlperf.family(name)
     return "ray" if name == "digits-cnn" or name in OWN_RAY_SWEEPS else name.split("-")[0]

@@ -5,8 +5,8 @@ benchmark on a system, from one node to hundreds, in ``<submitter>/results/<syst
 and the system's nodes and accelerators in ``<submitter>/systems/<system>.json``. A *series* is one submitter's
 system at several node counts (``SERIES``: A100s, H100s and GB200s of rounds v2.1 to v5.0); each becomes a
 dataset of the accuracy table, on accelerators and networks the project's own data does not have. The settings of
-the models are chosen on those of v3.0, v4.0 and v5.0 too; the ``held_out`` series (``datasets.HELD_OUT``) choose
-none. A run of our schema:
+the models are chosen on those of v3.0, v4.0 and v5.0 too; the ``held_out`` series (``datasets.HELD_OUT``, two
+families) choose none. A run of our schema:
 
 - ``workers`` = accelerators (one data-parallel replica per GPU, ``gpus_per_worker`` 1), ``nodes`` = the system's
   nodes, ``accelerator`` its model;
@@ -36,6 +36,8 @@ from rayjob_advisor.observations import Observation, write_observations
 
 SOURCE = "https://github.com/mlcommons/training_results_{round}"
 ROUNDS: dict[str, str] = {
+    "v1.0": "50619b5",
+    "v1.1": "ebe92f8",
     "v2.1": "158189d",
     "v3.0": "63e326c",
     "v3.1": "d06288b",
@@ -59,7 +61,7 @@ class Series:
     system: str  # its name at each count: ``{nodes}`` one of ``counts``; NVIDIA's names its ``{framework}`` too
     counts: tuple[str, ...]
     benchmarks: tuple[str, ...] = tuple(FRAMEWORKS)
-    held_out: bool = False  # added after the models' settings were chosen, and never used to choose one
+    held_out: str = ""  # the held-out family: added after the models' settings were chosen, never used to choose one
 
     def systems(self, benchmark: str) -> list[str]:
         return [self.system.format(nodes=count, framework=FRAMEWORKS[benchmark]) for count in self.counts]
@@ -74,34 +76,51 @@ SERIES: dict[str, Series] = {
     "dell-gb200": Series("v5.0", "Dell", "{nodes}xXE9712x4GB200", ("1", "2", "4", "8"), ("bert",)),
     "hpe-a100": Series(
         "v2.1", "HPE", "HPE-ProLiant-XL675d-Gen10-Plus_A100-SXM-80GB_{nodes}{framework}",
-        ("", "2N_", "4N_", "8N_", "16N_"), held_out=True,
+        ("", "2N_", "4N_", "8N_", "16N_"), held_out="held-out",
     ),
     "nvidia-a100": Series(
         "v2.1", "NVIDIA", "dgxa100{nodes}_ngc22.04_{framework}", ("", "_n8", "_n128", "_n527"), ("resnet",),
-        held_out=True,
+        held_out="held-out",
     ),
     "nvidia-a100-mixed": Series(
         "v2.1", "NVIDIA", "dgxa100{nodes}_{framework}",
-        ("_ngc22.09", "_n8_ngc22.09", "_n128_ngc22.04", "_n512_ngc22.04"), ("bert",), held_out=True,
+        ("_ngc22.09", "_n8_ngc22.09", "_n128_ngc22.04", "_n512_ngc22.04"), ("bert",), held_out="held-out",
     ),
     "azure-a100": Series(
         "v2.1", "Azure-HazyResearch", "ND96amsr_A100_v4{nodes}_{framework}", ("_n1", "_n8", "_n16"), ("bert",),
-        held_out=True,
+        held_out="held-out",
     ),
     "fujitsu-a100-pcie": Series(
         "v3.1", "Fujitsu", "primergy-cdi-A100x{nodes}-mxnet-ngc23.09", ("2", "4", "8", "10"), ("resnet",),
-        held_out=True,
+        held_out="held-out",
     ),
     "nvidia-h100-eos-mixed": Series(
         "v3.1", "NVIDIA", "eos{nodes}_{framework}", ("_ngc23.04", "_n8_ngc23.04", "_n434_ngc23.09"), ("bert",),
-        held_out=True,
+        held_out="held-out",
+    ),
+    "nvidia-a100-v1.1": Series(
+        "v1.1", "NVIDIA", "dgxa100{nodes}_ngc21.09_{framework}", ("", "_n8", "_n128", "_n540"), held_out="held-out-v1"
+    ),
+    "azure-a100-v1.1": Series(
+        "v1.1", "Azure", "nd96amsr_a100_v4{nodes}_ngc21.09_{framework}", ("", "_n8", "_n128", "_n256"), ("bert",),
+        held_out="held-out-v1",
+    ),
+    "dell-a100-pcie-v1.1": Series(
+        "v1.1", "Dell", "{nodes}R750xax4A100-PCIE-80GB", ("", "2x", "4x", "8x"), ("resnet",), held_out="held-out-v1"
+    ),
+    "dell-dss8440-a100-pcie": Series(
+        "v1.0", "Dell", "{nodes}DSS8440x8A100-PCIE-40GB", ("", "2x", "3x"), ("resnet",), held_out="held-out-v1"
     ),
 }  # fmt: skip
 """Every series of rounds v3.0, v4.0 and v5.0 with three node counts or more of a benchmark of ``FRAMEWORKS``, on a
 system of one network (Dell's 1- and 2-rail Omni-Path variants of the R750xa are other networks, left out); and,
 ``held_out``, those of v2.1 and v3.1 on systems no other series has (HPE's, NVIDIA's DGX A100, Azure's, Fujitsu's
 composable 2-10 PCIe A100s on one node; BERT on NVIDIA's Eos, whose 8- and 64-GPU runs v3.1 publishes again from
-v3.0's ``nvidia-h100``, so only its 3,472 GPUs are new; ``-mixed``: NVIDIA's containers of two releases)."""
+v3.0's ``nvidia-h100``, so only its 3,472 GPUs are new; ``-mixed``: NVIDIA's containers of two releases). A second
+held-out family, ``held-out-v1``, added on 2026-12-05 (night) and measured once on the code as it stood: the series
+of rounds v1.0 and v1.1 with three node counts or more whose logs are in the repositories (NVIDIA's DGX A100s at
+8-4,320 GPUs, BERT on Azure's at 8-2,048, Dell's R750xa at 4-32 PCIe A100s, its DSS8440 at 8-24): systems like
+those above, earlier software, larger scales."""
 
 
 def dataset(benchmark: str, series: str) -> str:
@@ -115,9 +134,16 @@ def names(*, held_out: bool | None = None) -> list[str]:
     return [
         dataset(benchmark, name)
         for name, series in SERIES.items()
-        if held_out in (None, series.held_out)
+        if held_out in (None, bool(series.held_out))
         for benchmark in series.benchmarks
     ]
+
+
+def family(name: str) -> str:
+    """The family of a dataset of ``names``: its series' held-out family, else ``mlperf``."""
+    series = next(series for key, series in SERIES.items() for benchmark in series.benchmarks
+                  if dataset(benchmark, key) == name)  # fmt: skip
+    return series.held_out or "mlperf"
 
 
 def _events(path: pathlib.Path) -> Iterator[dict[str, Any]]:

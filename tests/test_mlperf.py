@@ -72,7 +72,8 @@ def test_every_converted_series_is_a_dataset_and_the_held_out_ones_choose_no_set
     held_out = set(mlperf.names(held_out=True))
     assert held_out and held_out < set(mlperf.names())
     assert not held_out & set(datasets.tuning())
-    assert {datasets.family(name) for name in held_out} == {"held-out"}
+    assert {datasets.family(name) for name in held_out} == {"held-out", "held-out-v1"}
+    assert datasets.family("mlperf-bert-dell-gb200") == "mlperf"
     assert {"pollux-bert", "mlperf-bert-dell-gb200"} <= set(datasets.tuning())
     assert not set(mlperf.names()) & set(datasets.sweeps())
 
