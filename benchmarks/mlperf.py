@@ -141,9 +141,10 @@ def names(*, held_out: bool | None = None) -> list[str]:
 
 def family(name: str) -> str:
     """The family of a dataset of ``names``: its series' held-out family, else ``mlperf``."""
-    series = next(series for key, series in SERIES.items() for benchmark in series.benchmarks
-                  if dataset(benchmark, key) == name)  # fmt: skip
-    return series.held_out or "mlperf"
+    held_out = {
+        dataset(benchmark, key): series.held_out for key, series in SERIES.items() for benchmark in series.benchmarks
+    }
+    return held_out[name] or "mlperf"
 
 
 def _events(path: pathlib.Path) -> Iterator[dict[str, Any]]:
