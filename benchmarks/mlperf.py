@@ -3,7 +3,7 @@
 MLCommons publishes every submission's logs (``mlcommons/training_results_<round>``, Apache-2.0): each run of a
 benchmark on a system, from one node to hundreds, in ``<submitter>/results/<system>/<benchmark>/result_*.txt``,
 and the system's nodes and accelerators in ``<submitter>/systems/<system>.json``. A *series* is one submitter's
-system at several node counts (``SERIES``: A100s, H100s and GB200s of rounds v2.1 to v5.0); each becomes a
+system at several node counts (``SERIES``: A100s, H100s and GB200s of rounds v1.0 to v5.0); each becomes a
 dataset of the accuracy table, on accelerators and networks the project's own data does not have. The settings of
 the models are chosen on those of v3.0, v4.0 and v5.0 too; the ``held_out`` series (``datasets.HELD_OUT``, two
 families) choose none. A run of our schema:
