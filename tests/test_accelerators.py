@@ -65,6 +65,7 @@ GPU = {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}, "limit
         ("AMD_Instinct_MI300X_OAM", "mi300x"),  # amd.com/gpu.product-name
         ("NVIDIA A100-SXM4-40GB (400W)", "a100"),  # MLPerf's system descriptions: a power limit
         ("NVIDIA Blackwell GPU GB200", "gb200"),
+        ("NVIDIA Blackwell Ultra GPU (GB300)", "gb300"),
         ("Max_1550", "max1550"),  # gpu.intel.com/product
         ("tpu-v6e-slice", "tpu-v6e"),  # cloud.google.com/gke-tpu-accelerator
         ("tpu-v5-lite-podslice", "tpu-v5e"),

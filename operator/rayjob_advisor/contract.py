@@ -304,7 +304,7 @@ class AdvisorInputs(pydantic.BaseModel):
 # form factors, TPU slice kinds.
 _VENDOR_WORDS = frozenset(
     {"nvidia", "tesla", "geforce", "quadro", "amd", "instinct", "intel", "graphics", "gpu"}
-    | {"ampere", "hopper", "blackwell"}
+    | {"ampere", "hopper", "blackwell", "ultra"}
 )
 _QUALIFIER = re.compile(r"\d+(?:g|gb|gib|w)|sxm\d*|pcie|hbm\d*e?|nvl|mega|oam|podslice|slice|device")
 
