@@ -19,7 +19,8 @@
   H100s or GB200s), held out when they were added and, once changes had been tried on them, chosen on like the
   others; and, held out (``HELD_OUT``), rounds v2.1 and v3.1 on other systems (8-4,216 A100s of HPE, NVIDIA and
   Azure, 2-10 PCIe A100s of Fujitsu, 8-3,472 H100s of NVIDIA), added after that and never used to choose a
-  setting; and a second held-out family, rounds v1.0 and v1.1 (8-4,320 A100s of NVIDIA, Azure and Dell).
+  setting; and two more held-out families: rounds v1.0 and v1.1 (8-4,320 A100s of NVIDIA, Azure and Dell), and
+  Llama 3.1 8B pretraining of round v5.1 (8-512 GB200s, GB300s and B200s).
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.

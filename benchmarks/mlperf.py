@@ -3,9 +3,9 @@
 MLCommons publishes every submission's logs (``mlcommons/training_results_<round>``, Apache-2.0): each run of a
 benchmark on a system, from one node to hundreds, in ``<submitter>/results/<system>/<benchmark>/result_*.txt``,
 and the system's nodes and accelerators in ``<submitter>/systems/<system>.json``. A *series* is one submitter's
-system at several node counts (``SERIES``: A100s, H100s and GB200s of rounds v1.0 to v5.0); each becomes a
+system at several node counts (``SERIES``: A100s, H100s and Blackwells of rounds v1.0 to v5.1); each becomes a
 dataset of the accuracy table, on accelerators and networks the project's own data does not have. The settings of
-the models are chosen on those of v3.0, v4.0 and v5.0 too; the ``held_out`` series (``datasets.HELD_OUT``, two
+the models are chosen on those of v3.0, v4.0 and v5.0 too; the ``held_out`` series (``datasets.HELD_OUT``, three
 families) choose none. A run of our schema:
 
 - ``workers`` = accelerators (one data-parallel replica per GPU, ``gpus_per_worker`` 1), ``nodes`` = the system's
@@ -13,7 +13,8 @@ families) choose none. A run of our schema:
 - ``batch_size`` = ``global_batch_size`` (submissions raise it with the scale: the per-GPU batch varies too);
 - the work: ResNet-50 trains whole epochs of ImageNet's ``train_samples`` (1,281,167), ``epochs`` = the epoch of
   the evaluation that reached the target; BERT trains samples (``epochs`` 1, ``dataset_size`` = the
-  ``train_samples`` it logs at the end);
+  ``train_samples`` it logs at the end), Llama 3.1 8B sequences (``dataset_size`` = ``samples_count`` at
+  ``run_stop``);
 - ``execution_seconds`` = ``run_stop`` - ``run_start`` (MLPerf's time to train, evaluations included);
   ``startup_seconds`` = ``run_start`` - ``init_start`` (the in-job initialisation MLPerf does not time).
 
@@ -43,13 +44,15 @@ ROUNDS: dict[str, str] = {
     "v3.1": "d06288b",
     "v4.0": "6fe9543",
     "v5.0": "0fdc28f",
+    "v5.1": "441d65f",
 }
 """The rounds converted, and the commit of each results repository the CSVs were made from."""
 OUT = pathlib.Path(__file__).resolve().parent / "data" / "mlperf"
 
-FRAMEWORKS: dict[str, str] = {"resnet": "mxnet", "bert": "pytorch"}
+FRAMEWORKS: dict[str, str] = {"resnet": "mxnet", "bert": "pytorch", "llama31_8b": "nemo"}
 """The benchmarks converted, and NVIDIA's framework for each: those whose logs say plainly how much work a run did
-(the others count epochs from 0 or 1, or log the per-epoch samples of a subset)."""
+(the others count epochs from 0 or 1, or log the per-epoch samples of a subset). ResNet-50 trains whole epochs,
+BERT logs the samples it trained at the end, Llama 3.1 8B (pretraining, v5.1) the samples at ``run_stop``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Series:
     submitter: str
     system: str  # its name at each count: ``{nodes}`` one of ``counts``; NVIDIA's names its ``{framework}`` too
     counts: tuple[str, ...]
-    benchmarks: tuple[str, ...] = tuple(FRAMEWORKS)
+    benchmarks: tuple[str, ...] = ("resnet", "bert")
     held_out: str = ""  # the held-out family: added after the models' settings were chosen, never used to choose one
 
     def systems(self, benchmark: str) -> list[str]:
@@ -111,6 +114,21 @@ SERIES: dict[str, Series] = {
     "dell-dss8440-a100-pcie": Series(
         "v1.0", "Dell", "{nodes}DSS8440x8A100-PCIE-40GB", ("", "2x", "3x"), ("resnet",), held_out="held-out-v1"
     ),
+    "nvidia-gb200": Series(
+        "v5.1", "NVIDIA", "tyche{nodes}_ngc25.09_{framework}", ("_ngpu8", "_ngpu72", "_ngpu512"), ("llama31_8b",),
+        held_out="held-out-llm",
+    ),
+    "nvidia-gb300": Series(
+        "v5.1", "NVIDIA", "theia{nodes}_ngc25.09_{framework}", ("_ngpu8", "_ngpu72", "_ngpu512"), ("llama31_8b",),
+        held_out="held-out-llm",
+    ),
+    "uf-b200": Series(
+        "v5.1", "University-of-Florida", "hpg.dgxb200x8{nodes}", (".n1", ".n2", ".n4", ".n8", ".n16", ".n32"),
+        ("llama31_8b",), held_out="held-out-llm",
+    ),
+    "nebius-b200": Series(
+        "v5.1", "Nebius", "nebius_b200{nodes}", ("_n1", "_n2", "_n4"), ("llama31_8b",), held_out="held-out-llm"
+    ),
 }  # fmt: skip
 """Every series of rounds v3.0, v4.0 and v5.0 with three node counts or more of a benchmark of ``FRAMEWORKS``, on a
 system of one network (Dell's 1- and 2-rail Omni-Path variants of the R750xa are other networks, left out); and,
@@ -120,7 +138,10 @@ v3.0's ``nvidia-h100``, so only its 3,472 GPUs are new; ``-mixed``: NVIDIA's con
 held-out family, ``held-out-v1``, added on 2026-12-05 (night) and measured once on the code as it stood: the series
 of rounds v1.0 and v1.1 with three node counts or more whose logs are in the repositories (NVIDIA's DGX A100s at
 8-4,320 GPUs, BERT on Azure's at 8-2,048, Dell's R750xa at 4-32 PCIe A100s, its DSS8440 at 8-24): systems like
-those above, earlier software, larger scales."""
+those above, earlier software, larger scales. A third, ``held-out-llm``, the same night: Llama 3.1 8B pretraining
+of round v5.1 on Blackwell systems at three node counts or more (NVIDIA's GB200 and GB300 at 8, 72 and 512 GPUs,
+the University of Florida's DGX B200s at 8-256, Nebius's B200s at 8-32): a workload and accelerators no other
+dataset has."""
 
 
 def dataset(benchmark: str, series: str) -> str:
@@ -168,6 +189,8 @@ def run(path: pathlib.Path, benchmark: str, system: dict[str, Any], workload: st
     nodes, per_node = int(system["number_of_nodes"]), int(system["accelerators_per_node"])
     if benchmark == "resnet":
         size, epochs = int(first["train_samples"]["value"]), int(last["eval_accuracy"]["metadata"]["epoch_num"])
+    elif benchmark == "llama31_8b":
+        size, epochs = int(stop["metadata"]["samples_count"]), 1
     else:
         size, epochs = int(last["train_samples"]["value"]), 1
     start = int(first["run_start"]["time_ms"])

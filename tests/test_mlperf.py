@@ -59,6 +59,25 @@ def test_a_bert_run_is_the_samples_it_trained_once(tmp_path):
     assert (run.dataset_size, run.epochs, run.execution_seconds) == (2801664, 1, pytest.approx(81.02))
 
 
+def test_a_llama_run_is_the_sequences_it_trained_by_its_stop_not_the_dataset_it_logs(tmp_path):
+    log = _log(
+        tmp_path / "result_2.txt",
+        [
+            (0, "init_start", None, {}),
+            (1_000, "global_batch_size", 32, {}),
+            (1_000, "train_samples", 1574207408, {}),  # the corpus, not what the run trained
+            (90_000, "run_start", None, {}),
+            (3_600_000, "eval_accuracy", 3.27, {"samples_count": 196608}),
+            (3_600_020, "run_stop", None, {"samples_count": 196608, "status": "success"}),
+        ],
+    )
+    blackwell = {**SYSTEM, "accelerator_model_name": "NVIDIA Blackwell GPU (B200-SXM-180GB)"}
+    run = mlperf.run(log, "llama31_8b", blackwell, "mlperf-llama31_8b-x")
+    assert run is not None
+    assert (run.dataset_size, run.epochs, run.batch_size, run.accelerator) == (196608, 1, 32, "b200")
+    assert run.execution_seconds == pytest.approx(3510.02)
+
+
 def test_a_run_that_did_not_reach_its_target_is_not_a_run(tmp_path):
     assert mlperf.run(_resnet(tmp_path, "aborted"), "resnet", SYSTEM, "mlperf-resnet-x") is None
 
@@ -72,7 +91,7 @@ def test_every_converted_series_is_a_dataset_and_the_held_out_ones_choose_no_set
     held_out = set(mlperf.names(held_out=True))
     assert held_out and held_out < set(mlperf.names())
     assert not held_out & set(datasets.tuning())
-    assert {datasets.family(name) for name in held_out} == {"held-out", "held-out-v1"}
+    assert {datasets.family(name) for name in held_out} == {"held-out", "held-out-v1", "held-out-llm"}
     assert datasets.family("mlperf-bert-dell-gb200") == "mlperf"
     assert {"pollux-bert", "mlperf-bert-dell-gb200"} <= set(datasets.tuning())
     assert not set(mlperf.names()) & set(datasets.sweeps())
