@@ -83,7 +83,8 @@ def sweeps() -> list[str]:
 
 def family(name: str) -> str:
     """The source a dataset comes from (``ray``, ``pollux``, ``sia``, ``mlperf``), or its held-out family
-    (``held-out``, ``held-out-v1``: ``mlperf.Series.held_out``): the tables summarise per family too."""
-    if name in mlperf.names():
-        return mlperf.family(name)
+    (``mlperf.Series.held_out``): the tables summarise per family too."""
+    mlperf_families = mlperf.families()
+    if name in mlperf_families:
+        return mlperf_families[name]
     return "ray" if name == "digits-cnn" or name in OWN_RAY_SWEEPS else name.split("-")[0]

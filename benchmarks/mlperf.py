@@ -149,23 +149,20 @@ def dataset(benchmark: str, series: str) -> str:
     return f"mlperf-{benchmark}-{series}"
 
 
-def names(*, held_out: bool | None = None) -> list[str]:
-    """The datasets this converts to, one per benchmark and series; of the ``held_out`` series or of the others
-    only, where that is given (``datasets.HELD_OUT``)."""
-    return [
-        dataset(benchmark, name)
-        for name, series in SERIES.items()
-        if held_out in (None, bool(series.held_out))
+def families() -> dict[str, str]:
+    """The datasets this converts to, one per benchmark and series, each with its family: its series' held-out
+    family (``Series.held_out``), else ``mlperf``."""
+    return {
+        dataset(benchmark, key): series.held_out or "mlperf"
+        for key, series in SERIES.items()
         for benchmark in series.benchmarks
-    ]
-
-
-def family(name: str) -> str:
-    """The family of a dataset of ``names``: its series' held-out family, else ``mlperf``."""
-    held_out = {
-        dataset(benchmark, key): series.held_out for key, series in SERIES.items() for benchmark in series.benchmarks
     }
-    return held_out[name] or "mlperf"
+
+
+def names(*, held_out: bool | None = None) -> list[str]:
+    """The datasets of ``families``; of the ``held_out`` series or of the others only, where that is given
+    (``datasets.HELD_OUT``)."""
+    return [name for name, family in families().items() if held_out in (None, family != "mlperf")]
 
 
 def _events(path: pathlib.Path) -> Iterator[dict[str, Any]]:
