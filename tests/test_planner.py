@@ -130,13 +130,13 @@ def test_cost_weighs_gpus_and_cpus():
     assert options[2].cost == pytest.approx(4 * 10.0 * (60 + 2400) / 3600)  # GPU-hours: 4 GPUs at sqrt(4) speed
 
 
-def test_when_nothing_fits_the_likeliest_is_chosen_and_the_miss_is_said():
+def test_when_nothing_fits_the_fastest_is_chosen_and_the_miss_is_said():
     # 8 replicas: median 1050 s, 0.9 upper 1260 s + 60 s start-up = 22 min; 19 min of runtime left: a 71% chance
     choice = recommend(job(), minutes_left=20)
     assert (choice.replicas, choice.meets_deadline) == (8, False)
     assert choice.probability == pytest.approx(normal_chance(1050, 0.2, 19 * 60))
     assert choice.reason == (
-        "no replica count in 1-8 meets the deadline at 90% confidence; the likeliest, 8 replicas, has a 71% chance "
+        "no replica count in 1-8 meets the deadline at 90% confidence; the fastest, 8 replicas, has a 71% chance "
         "of finishing in the 20m left; at 90% confidence it needs 22m with start-up, 2m more"
     )
     assert json.loads(choice.annotation())["probability"] == round(choice.probability, 3)
@@ -144,7 +144,7 @@ def test_when_nothing_fits_the_likeliest_is_chosen_and_the_miss_is_said():
     assert late.reason == "the deadline has passed; 8 replicas is the fastest" and late.probability == 0.0
 
 
-def test_the_fallback_prefers_the_best_chance_to_the_lowest_upper_bound():
+def test_the_fallback_prefers_the_earliest_median_end_to_the_lowest_upper_bound():
     # 4 replicas has the lowest upper bound (57.75 s) only because its spread is narrow; its median (55 s) is
     # slower than 3 replicas' (50 s), which has a 57% chance of the 52 s left where 4 replicas has 8%.
     model = TableModel(
@@ -155,7 +155,7 @@ def test_the_fallback_prefers_the_best_chance_to_the_lowest_upper_bound():
     choice = recommend(job(high=4), minutes_left=1, model=model)
     assert (choice.replicas, choice.meets_deadline) == (3, False)
     assert choice.probability == pytest.approx(normal_chance(50.0, 0.3, 52.0))
-    assert "the likeliest, 3 replicas, has a 57% chance" in choice.reason
+    assert "the fastest, 3 replicas, has a 57% chance" in choice.reason
     assert "at 90% confidence it needs 1m13s with start-up, 13s more" in choice.reason
 
 
@@ -181,7 +181,7 @@ def test_before_every_start_up_the_size_that_ends_first_wins_not_the_faster_runt
     # 5 s left: no size can even start (every chance 0). 2 replicas run faster (20 s) but end later (45 s > 40 s).
     choice = recommend(job(replicas=2, high=2), minutes_left=5 / 60, model=GROWING_STARTUP)
     assert (choice.replicas, choice.meets_deadline, choice.probability) == (1, False, 0.0)
-    assert "the likeliest, 1 replicas, has a 0% chance" in choice.reason
+    assert "the fastest, 1 replicas, has a 0% chance" in choice.reason
     assert "it needs 43s with start-up, 38s more" in choice.reason
 
 
@@ -204,17 +204,31 @@ class ChanceModel(FixedStartup):
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_the_fallback_never_prefers_a_slower_median_with_no_better_chance(seed):
+def test_the_fallback_takes_the_earliest_median_end_and_among_those_the_best_chance(seed):
     rng = np.random.default_rng(seed)
     medians = {r: float(rng.choice([100.0, 200.0, 300.0])) for r in range(1, 9)}
     chances = {r: float(rng.choice([0.0, 0.2, 0.5])) for r in range(1, 9)}  # many ties, on purpose
     choice = recommend(job(high=8), minutes_left=10, model=ChanceModel(medians, chances))
-    best = max(chances.values())
-    assert choice.probability == best
-    fastest_of_best = min(medians[r] for r in chances if chances[r] == best)
-    assert medians[choice.replicas] == fastest_of_best
-    assert choice.replicas == min(r for r in chances if chances[r] == best and medians[r] == fastest_of_best)
-    assert not any(chances[r] >= best and medians[r] < medians[choice.replicas] for r in medians)
+    fastest = min(medians.values())
+    assert medians[choice.replicas] == fastest
+    best_of_fastest = max(chances[r] for r in medians if medians[r] == fastest)
+    assert choice.probability == best_of_fastest
+    assert choice.replicas == min(r for r in medians if medians[r] == fastest and chances[r] == best_of_fastest)
+
+
+def test_a_wider_bound_does_not_buy_a_slower_size_the_fallback():
+    # The deadline comes before both medians: 2 replicas' wide spread gives it the better chance (26 % against
+    # 10 %) although its median (60 s) ends after 3 replicas' (50 s); the faster median is chosen.
+    model = TableModel(
+        startups=dict.fromkeys(range(1, 4), 0.0),
+        medians={1: 100.0, 2: 60.0, 3: 50.0},
+        margins={1: 0.1, 2: 0.5, 3: 0.1},
+    )
+    rows = planner.options(job(high=3), model, [(1, 0.0), (2, 0.0), (3, 0.0)], 0.9, planner.Prices(), 45.0)
+    assert rows[1].probability > rows[2].probability and rows[1].p50 > rows[2].p50
+    choice = recommend(job(high=3), minutes_left=0.75, model=model)
+    assert (choice.replicas, choice.meets_deadline) == (3, False)
+    assert choice.probability == pytest.approx(rows[2].probability)
 
 
 def test_a_group_that_cannot_be_resized_keeps_its_size():
@@ -294,7 +308,7 @@ def test_when_no_size_fits_the_reason_names_the_gpu_range():
     choice = recommend(gpu_job("1", high=2), minutes_left=20, model=AmdahlModel(measured_gpus=VARIED))
     assert (choice.replicas, choice.gpus_per_worker, choice.meets_deadline) == (2, 4.0, False)
     assert choice.reason.startswith(
-        "no replica count in 1-2 with 1-4 GPUs per worker meets the deadline at 90% confidence; the likeliest, "
+        "no replica count in 1-2 with 1-4 GPUs per worker meets the deadline at 90% confidence; the fastest, "
         "2 replicas x 4 GPUs, has a "
     )
 
@@ -320,7 +334,7 @@ def imagenet_job() -> Features:
 
 
 @pytest.mark.parametrize("fraction", [0.5, 0.95, 1.05])
-def test_on_a_real_model_a_missed_deadline_gets_the_likeliest_size_never_a_slower_median(imagenet, fraction):
+def test_on_a_real_model_a_missed_deadline_gets_the_fastest_size_and_its_chance(imagenet, fraction):
     job = imagenet_job()
     rows = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, planner.Prices())
     assert all(row.startup == 0.0 for row in rows)  # Pollux measured steps, not start-up
@@ -329,11 +343,12 @@ def test_on_a_real_model_a_missed_deadline_gets_the_likeliest_size_never_a_slowe
     assert not choice.meets_deadline and choice.changes
     chances = planner.options(job, imagenet, planner.sizes(job, imagenet), 0.9, planner.Prices(), left=left)
     chosen = next(row for row in chances if row.replicas == choice.replicas)
-    assert choice.probability == chosen.probability == max(row.probability for row in chances)
-    assert choice.probability == pytest.approx(
-        imagenet.probability_within([job.with_replicas(choice.replicas)], [left])[0]
+    assert chosen.p50 == min(row.p50 for row in chances)
+    assert (
+        choice.probability
+        == chosen.probability
+        == pytest.approx(imagenet.probability_within([job.with_replicas(choice.replicas)], [left])[0])
     )
-    assert not any(row.probability >= chosen.probability and row.p50 < chosen.p50 for row in chances)
     assert f"has a {choice.probability:.0%} chance of finishing in the" in choice.reason
 
 
