@@ -33,7 +33,9 @@ with the step models pricing the workers sharing a node; mean MAPE over the data
 told them apart, 15.34 % against 15.37 %; under ``benchmarks.lodo``'s paired rule, -0.002 +- 0.002 points). Re-run with
 the crowded cores priced (2026-12-05, evening): 0.1 for all 18. Over the 28 datasets with MLPerf's first family
 (2026-12-05, ``estimators.RIDGE`` 1e-5): 0.5 for 27 left-out datasets, carried by Eos (1,999 -> 1,227 %; with it left
-out the others choose 0.25), but per dataset +0.107 +- 0.041 points left out (worse on all 5 where it differs): kept."""
+out the others choose 0.25), but per dataset +0.107 +- 0.041 points left out (worse on all 5 where it differs): kept.
+Re-run at ``RIDGE`` 1e-4 (2026-12-06, 22 minutes): 1 for 27 left-out datasets (0.5 with Dell's SXM40 ResNet left out),
+carried by Eos again (1,960 -> 1,185 %): per dataset -59.6 +- 59.6 points (better on 7, worse on 6): kept."""
 
 
 def marginal_rate(X: np.ndarray, y: np.ndarray) -> float:
