@@ -42,6 +42,8 @@ Grids (``--grid``):
   upper bound, not the median, so a dataset's loss here is the pinball loss of the 0.9 bound on relative error,
   ``mean(0.9 max(r, 0) + 0.1 max(-r, 0))`` with ``r = (actual - bound) / actual``: the proper score of a 0.9
   quantile, least where the bound is as tight as it can be while 9 runs in 10 stay under it.
+- ``widening``: ``calibration.WIDEN_EXTRAPOLATED`` (whether the residual pools of the extrapolation splits are widened
+  by a run's distance beyond the profile, as the pools inside it are); it shapes the bound, so scored as ``bounds``.
 - ``floor``: ``predictor.NOISE_MARGIN`` (how far under the least marginal rate a prediction must fall to be a
   collapse); it decides which candidates the cross-validation disqualifies, so each setting cross-validates anew.
 - ``ridge``: ``estimators.RIDGE`` (how hard ``sync-sgd``'s fit is pulled to one point of a valley of equally good
@@ -113,6 +115,7 @@ GRIDS: dict[str, list[Setting]] = {
         for band, scale in itertools.product((10, 20, 40, 80), (8, 15, 30))
     ],
     "floor": [(("NOISE_MARGIN", margin),) for margin in (0.1, 0.25, 0.5, 1.0)],
+    "widening": [(("WIDEN_EXTRAPOLATED", widen),) for widen in (1, 0)],
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
     "ridge": [(("RIDGE", ridge),) for ridge in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)],
     "compute": [(("COMPUTE_PULL", pull),) for pull in (0.0, 1e-3, 1e-2, 1e-1)],
@@ -129,7 +132,7 @@ GRIDS: dict[str, list[Setting]] = {
 }
 CONFIDENCE = 0.9
 """The bound ``BOUND_GRIDS`` score: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
-BOUND_GRIDS = frozenset({"bounds", "drift"})
+BOUND_GRIDS = frozenset({"bounds", "drift", "widening"})
 """The grids of settings that shape the bound, not the median: scored by its pinball loss (``pinball``)."""
 TRANSFER_GRIDS = frozenset({"transfer", "drift"})
 """The grids asked of the Sia datasets' ``transfer`` questions only (``transfer_losses``)."""
@@ -155,6 +158,7 @@ CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
     "DRIFT": (transfer, float),
     "MIN_BAND": (calibration, int),
     "MIN_SCALE_RUNS": (calibration, int),
+    "WIDEN_EXTRAPOLATED": (calibration, int),
     "NOISE_MARGIN": (predictor, float),
     "RIDGE": (estimators, float),
     "COMPUTE_PULL": (estimators, float),

@@ -294,6 +294,29 @@ def test_where_the_combined_candidates_disagree_the_bound_widens_and_the_chances
     assert at_median[1] == at_median[0]  # the prediction itself stays where it was
 
 
+def test_an_extrapolation_pool_bounds_a_run_as_measured_its_distance_not_counted_twice(monkeypatch):
+    """The workers folds' residuals were measured log 4 beyond their runs: a run as far beyond is bounded by them as
+    they are (the inside pool widened by that distance says as much), not by them widened a second time."""
+    rng = np.random.default_rng(0)
+    inside, far = held_out_runs(rng, 400), held_out_runs(rng, 400)
+    far = dataclasses.replace(
+        far, actual=far.predicted + 3.0 * (far.actual - far.predicted), distance=np.full(400, math.log(4.0))
+    )
+    fitted = calibration.Calibration.from_held_out({"kfold": inside, "extrapolate-workers": far})
+    predicted, asked = np.array([100.0]), [calibration.INSIDE | {"workers"}]
+
+    def upper(distance: float, kinds: list[calibration.Asked]) -> float:
+        args = (np.ones(1), np.full(1, distance), np.zeros(1, dtype=bool), np.full(1, 64.0))
+        return float(calibration.upper_bounds(predicted, fitted.pools(*args, asked=kinds), 0.9)[0])
+
+    measured, inside_only = upper(0.0, asked), upper(0.0, [calibration.INSIDE])
+    assert measured > inside_only * 1.2  # the extrapolation folds were far more wrong than the k-fold
+    assert upper(math.log(4.0), asked) == pytest.approx(measured, rel=0.02)
+    assert upper(math.log(16.0), asked) > measured * 1.2  # farther than the folds reached: widened
+    monkeypatch.setattr(calibration, "WIDEN_EXTRAPOLATED", True)
+    assert upper(math.log(4.0), asked) > measured + 0.8 * (measured - inside_only)  # counted twice
+
+
 def test_a_run_is_bounded_by_the_kinds_of_question_it_asks():
     """A batch extrapolation that ran 30 % slow says nothing of a size inside the profile; it bounds a run beyond."""
     rng = np.random.default_rng(0)
