@@ -225,6 +225,20 @@ def test_a_member_that_collapses_on_a_run_is_left_out_of_it():
     assert per_run[2] == pytest.approx(prior)
 
 
+def test_a_member_one_kind_of_a_row_gives_no_weight_takes_no_part_in_it():
+    """Eos's shape: beyond in workers (which trusts the step alone) and in work (which leans on Ernest too)."""
+    weights = np.array([[0.5, 0.5], [0.0, 1.0], [0.47, 0.53], [0.0, 1.0]])  # kinds x (ernest, sync-sgd)
+    usable = np.ones((4, 2), dtype=bool)
+    shares = np.array([[0, 0.5, 0.5, 0], [0, 0, 1, 0], [0.5, 0.25, 0.25, 0], [0, 0, 0.5, 0.5]])
+    per_row = combination.row_weights(weights, shares, usable, np.array([0.0, 1.0]))
+    assert per_row[0] == pytest.approx([0.0, 1.0])  # added, Ernest would keep 0.235 of it
+    assert per_row[1] == pytest.approx([0.47, 0.53])  # beyond in one kind: that kind's weights
+    assert per_row[2] == pytest.approx([0.25, 0.75])  # the part inside the profile still adds its own
+    assert per_row[3] == pytest.approx([0.0, 1.0])
+    both = np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])  # no member answers workers and work
+    assert combination.row_weights(both, shares[:1], usable[:1], np.array([0.0, 1.0]))[0] == pytest.approx([0.5, 0.5])
+
+
 def test_stacking_recovers_a_mixture_and_never_leaves_its_members_range():
     rng = np.random.default_rng(0)
     low, high = rng.uniform(1, 2, 50), rng.uniform(3, 4, 50)

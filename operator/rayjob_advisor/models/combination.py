@@ -81,6 +81,13 @@ datasets (log 4 with the prior alone beyond for 4), 86.77 % left out against 86.
 and beyond for 26 left-out datasets (log 2 for Pollux ncf and yolov3), 21.94 % left out against 79.71 % in place,
 carried by Eos (1,960 -> 344 %; the 100 runs inside): per dataset -64.7 +- 64.6 points (better on 12, worse on 13;
 without Eos -0.08 points, the CPU sweeps 0.4-3.2 points worse): kept."""
+POOL_BEYOND = True
+"""Whether a row beyond the profile in several kinds at once pools their weights geometrically (``pooled_beyond``)
+instead of adding them in its shares. ResNet-50 on NVIDIA's Eos, 8-64 H100s asked about 2,528, is beyond in workers
+(40x), work (1.9x) and per-GPU batch (1/3) at once; added, a third of the row is the question of more work, whose
+weights lean on ``ernest``'s fit inside the profile (0.47), and ``ernest``, 147x the truth there, carries the row at a
+weight of 0.16 (24x too slow), though the kind of more workers gives it none. Chosen leave-one-dataset-out
+(``python -m benchmarks.lodo --grid pooling``, docs/accuracy.md): see there for the figures and the rule."""
 _SUM_TO_ONE = 1e3
 """Weight of the row that makes the stacking weights sum to one, against rows of relative error ~1."""
 
@@ -158,10 +165,28 @@ def answers(name: str, kind: str) -> bool:
     return kind == "inside" or name in STRUCTURAL or (kind == "size" and name in PER_SAMPLE)
 
 
+def pooled_beyond(weights: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Per row, the weights of the kinds beyond the profile (``weights``: 3 x candidates) pooled geometrically in
+    their relative ``shares`` (n x 3, rows summing to one), renormalised: a member answers a row beyond in several
+    kinds as far as it answers each, so one no kind of the row's gives any weight takes no part (``POOL_BEYOND``).
+    A row beyond in one kind gets that kind's weights; one where no member answers every kind, their weighted sum."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # a weight of 0 in a kind of no share counts for nothing
+        exponent = np.where(shares[:, :, None] > 0, shares[:, :, None] * np.log(weights)[None], 0.0)
+    pooled = np.exp(np.sum(exponent, axis=1))
+    mass = pooled.sum(axis=1, keepdims=True)
+    return np.where(mass > 0, pooled / np.where(mass > 0, mass, 1.0), shares @ weights)
+
+
 def row_weights(weights: np.ndarray, shares: np.ndarray, usable: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    """Per row, its kinds' weights (``weights``: 4 x candidates) in their ``shares`` (``memberships``), without
-    the candidates that collapsed on it (``usable`` False), renormalised; the prior's where none is left."""
-    per_row = shares @ weights
+    """Per row, its kinds' weights (``weights``: 4 x candidates) in their ``shares`` (``memberships``), the kinds
+    beyond the profile pooled (``pooled_beyond``), without the candidates that collapsed on it (``usable`` False),
+    renormalised; the prior's where none is left."""
+    beyond = shares[:, 1:].sum(axis=1, keepdims=True)
+    if POOL_BEYOND:
+        relative = shares[:, 1:] / np.where(beyond > 0, beyond, 1.0)
+        per_row = shares[:, :1] * weights[:1] + beyond * pooled_beyond(weights[1:], relative)
+    else:
+        per_row = shares @ weights
     per_row = np.where(usable, per_row, 0.0)
     totals = per_row.sum(axis=1, keepdims=True)
     return np.asarray(np.where(totals > 0, per_row / np.where(totals > 0, totals, 1.0), prior), dtype=float)
