@@ -181,12 +181,12 @@ def row_weights(weights: np.ndarray, shares: np.ndarray, usable: np.ndarray, pri
     """Per row, its kinds' weights (``weights``: 4 x candidates) in their ``shares`` (``memberships``), the kinds
     beyond the profile pooled (``pooled_beyond``), without the candidates that collapsed on it (``usable`` False),
     renormalised; the prior's where none is left."""
-    beyond = shares[:, 1:].sum(axis=1, keepdims=True)
-    if POOL_BEYOND:
-        relative = shares[:, 1:] / np.where(beyond > 0, beyond, 1.0)
-        per_row = shares[:, :1] * weights[:1] + beyond * pooled_beyond(weights[1:], relative)
-    else:
-        per_row = shares @ weights
+    per_row = shares @ weights
+    several = np.sum(shares[:, 1:] > 0, axis=1) > 1  # a row beyond in one kind pools to that kind's weights
+    if POOL_BEYOND and np.any(several):
+        inside, beyond = shares[several, :1], shares[several, 1:]
+        part = beyond.sum(axis=1, keepdims=True)
+        per_row[several] = inside * weights[:1] + part * pooled_beyond(weights[1:], beyond / part)
     per_row = np.where(usable, per_row, 0.0)
     totals = per_row.sum(axis=1, keepdims=True)
     return np.asarray(np.where(totals > 0, per_row / np.where(totals > 0, totals, 1.0), prior), dtype=float)
