@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import json
 import math
+import pathlib
 import types
 
 import numpy as np
@@ -21,6 +22,8 @@ from rayjob_advisor.observations import read_observations
 from rayjob_advisor.profiles.shipped import shipped_data
 from rayjob_advisor_testkit.fits import counting_fits
 from rayjob_advisor_testkit.profiles import synthetic_observations
+
+EOS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks/data/mlperf/mlperf-resnet-nvidia-h100-eos.csv"
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +240,17 @@ def test_a_member_one_kind_of_a_row_gives_no_weight_takes_no_part_in_it():
     assert per_row[3] == pytest.approx([0.0, 1.0])
     both = np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])  # no member answers workers and work
     assert combination.row_weights(both, shares[:1], usable[:1], np.array([0.0, 1.0]))[0] == pytest.approx([0.5, 0.5])
+
+
+def test_at_40x_the_profiled_gpus_with_more_work_and_a_smaller_batch_the_step_carries_the_job():
+    """MLPerf's ResNet-50 on NVIDIA's Eos: 9 runs at 8 and 64 H100s, asked about 2,528 (issue 18: 24x too slow)."""
+    runs, _ = read_observations(EOS)
+    profile, asked = [run for run in runs if run.workers <= 64], [run for run in runs if run.workers > 64]
+    assert min(run.epochs for run in asked) > 35 and {run.batch_size for run in asked} == {40448}  # more work, less a GPU
+    model = RuntimeModel().fit(profile)
+    actual = np.array([run.execution_seconds for run in asked])
+    assert np.max(np.abs(model.predict(asked) / actual - 1)) < 0.1
+    assert "ernest" not in model.predicted_by(asked[0])  # more work trusts it, more workers does not
 
 
 def test_stacking_recovers_a_mixture_and_never_leaves_its_members_range():
