@@ -178,7 +178,7 @@ def pooled_beyond(weights: np.ndarray, shares: np.ndarray) -> np.ndarray:
         exponent = np.where(shares[:, :, None] > 0, shares[:, :, None] * np.log(weights)[None], 0.0)
     pooled = np.exp(np.sum(exponent, axis=1))
     mass = pooled.sum(axis=1, keepdims=True)
-    return np.where(mass > 0, pooled / np.where(mass > 0, mass, 1.0), shares @ weights)
+    return np.asarray(np.where(mass > 0, pooled / np.where(mass > 0, mass, 1.0), shares @ weights), dtype=float)
 
 
 def row_weights(weights: np.ndarray, shares: np.ndarray, usable: np.ndarray, prior: np.ndarray) -> np.ndarray:
