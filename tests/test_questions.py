@@ -28,3 +28,13 @@ def test_a_dataset_with_one_global_batch_per_scale_has_no_strong_scaling_cut():
 
 def test_held_out_questions_are_questions_the_table_asks():
     assert set(questions.HELD_OUT) <= set(questions.QUESTIONS)
+
+
+def test_a_profile_at_two_worker_counts_is_asked_about_every_count_between():
+    runs = datasets.DATASETS["pollux-bert"]()
+    cut = questions.workers_two_counts(runs)
+    assert not isinstance(cut, str)
+    assert {run.workers for run in cut.train} == {1, 16}
+    assert {run.workers for run in cut.test} == set(range(2, 16))
+    two = [run for run in runs if run.workers in (1, 2)]
+    assert questions.workers_two_counts(two) == "no runs on one side"
