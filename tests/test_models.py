@@ -24,6 +24,7 @@ from rayjob_advisor_testkit.fits import counting_fits
 from rayjob_advisor_testkit.profiles import synthetic_observations
 
 EOS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks/data/mlperf/mlperf-resnet-nvidia-h100-eos.csv"
+EOS_BERT = EOS.with_name("mlperf-bert-nvidia-h100-eos-mixed.csv")
 
 
 @pytest.fixture(scope="module")
@@ -252,6 +253,35 @@ def test_at_40x_the_profiled_gpus_with_more_work_and_a_smaller_batch_the_step_ca
     actual = np.array([run.execution_seconds for run in asked])
     assert np.max(np.abs(model.predict(asked) / actual - 1)) < 0.1
     assert "ernest" not in model.predicted_by(asked[0])  # more work trusts it, more workers does not
+
+
+def test_between_two_profiled_worker_counts_the_step_answers_not_the_nearer_count():
+    """MLPerf's BERT on Eos: 10 runs at 8 and 10 at 3,472 H100s, asked about 64. K-fold, the only fold of the kind
+    ``inside`` here, favours a tree ensemble of the time per sample, which holds 8 GPUs' time between them (7x)."""
+    runs, _ = read_observations(EOS_BERT)
+    profile, asked = [run for run in runs if run.workers != 64], [run for run in runs if run.workers == 64]
+    assert {run.workers for run in profile} == {8, 3472} and len(asked) == 9
+    model = RuntimeModel().fit(profile)
+    actual = np.array([run.execution_seconds for run in asked])
+    assert np.max(np.abs(model.predict(asked) / actual - 1)) < 0.1
+    assert "gradient-boosting" not in model.predicted_by(asked[0])
+    assert model.predicted_by(profile[0]).startswith("gradient-boosting")  # at a profiled count, K-fold's weights
+
+
+def test_a_tree_ensemble_weighs_less_the_farther_a_worker_count_lies_between_two_profiled_ones():
+    names = ("ernest", "sync-sgd", "gradient-boosting")
+    weights = np.tile([0.1, 0.3, 0.6], (5, 1))
+    X = np.zeros((5, len(design.COLUMNS)))
+    X[:, design.WORKERS] = [1, 1.2, 4, 16, 64]
+    two = design.Reach(16, 1, 1, 1, (1.0, 16.0))
+    shaped = combination.shaped_in_gaps(weights, names, two, X)
+    assert shaped[0] == pytest.approx(weights[0]) and shaped[3] == pytest.approx(weights[3])  # profiled counts
+    kept = 0.6 * (1 - math.log(1.2) / math.log(1.5))  # 1.2 workers: the ensemble weighed down by the distance to 1
+    assert shaped[1][2] == pytest.approx(kept / (0.4 + kept))
+    assert shaped[2] == pytest.approx([0.25, 0.75, 0.0])  # 4x from both: the step's structure alone
+    assert shaped[4] == pytest.approx(weights[4])  # beyond the profile, the kinds' weights decide (``answers``)
+    three = dataclasses.replace(two, worker_counts=(1.0, 4.0, 16.0))  # a fold measures interpolation
+    assert combination.shaped_in_gaps(weights, names, three, X) == pytest.approx(weights)
 
 
 def test_stacking_recovers_a_mixture_and_never_leaves_its_members_range():

@@ -163,11 +163,23 @@ class Reach:
     max_work: float
     min_batch: float
     max_batch: float
+    worker_counts: tuple[float, ...] = ()  # the distinct worker counts profiled, ascending
 
     @classmethod
     def of(cls, X: np.ndarray) -> Reach:
         batch = local_batch(X)
-        return cls(float(np.max(X[:, WORKERS])), float(np.max(X[:, WORK])), float(batch.min()), float(batch.max()))
+        counts = tuple(float(count) for count in np.unique(X[:, WORKERS]))
+        most = float(np.max(X[:, WORKERS]))
+        return cls(most, float(np.max(X[:, WORK])), float(batch.min()), float(batch.max()), counts)
+
+    def gap(self, X: np.ndarray) -> np.ndarray:
+        """Per row, how far its worker count lies from the nearest profiled one (a log ratio; 0 at a profiled count
+        and beyond the most, which ``distance`` measures)."""
+        if not self.worker_counts:
+            return np.zeros(len(X))
+        counts = np.log(np.asarray(self.worker_counts))
+        nearest = np.min(np.abs(np.log(X[:, WORKERS])[:, None] - counts[None]), axis=1)
+        return np.where(X[:, WORKERS] > self.max_workers, 0.0, nearest)
 
     def _log_ratios(self, X: np.ndarray) -> np.ndarray:
         """Per row, how far beyond the reach it lies in workers, work and batch (log ratios, 0 inside: n x 3)."""
