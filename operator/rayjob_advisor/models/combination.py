@@ -217,11 +217,13 @@ def row_weights(weights: np.ndarray, shares: np.ndarray, usable: np.ndarray, pri
 
 def shaped_in_gaps(weights: np.ndarray, names: Sequence[str], reach: Reach, X: np.ndarray) -> np.ndarray:
     """Per row, its weights (``row_weights``) with the members that are not physically shaped weighed down by how far
-    its worker count lies between profiled ones no fold measured (``STRUCTURAL_IN_GAPS``), renormalised."""
+    its worker count lies from profiled ones no fold measured between (``STRUCTURAL_IN_GAPS``; a count below the
+    fewest too), renormalised."""
     if not STRUCTURAL_IN_GAPS or len(reach.worker_counts) >= MIN_DISTINCT:
         return weights
-    kept = np.minimum(1.0, reach.gap(X) / FULL_DISTANCE)[:, None] * np.array([name not in STRUCTURAL for name in names])
-    shaped = weights * (1.0 - kept)
+    unshaped = np.array([name not in STRUCTURAL for name in names])
+    dropped = np.minimum(1.0, reach.gap(X) / FULL_DISTANCE)[:, None] * unshaped
+    shaped = weights * (1.0 - dropped)
     total = shaped.sum(axis=1, keepdims=True)
     return np.asarray(np.where(total > 0, shaped / np.where(total > 0, total, 1.0), weights), dtype=float)
 
