@@ -218,7 +218,9 @@ def row_weights(weights: np.ndarray, shares: np.ndarray, usable: np.ndarray, pri
 def shaped_in_gaps(weights: np.ndarray, names: Sequence[str], reach: Reach, X: np.ndarray) -> np.ndarray:
     """Per row, its weights (``row_weights``) with the members that are not physically shaped weighed down by how far
     its worker count lies from profiled ones no fold measured between (``STRUCTURAL_IN_GAPS``; a count below the
-    fewest too), renormalised."""
+    fewest too), renormalised. Beyond the profile ``answers`` decides the same per kind; here the ``inside`` weights
+    are kept among the shaped members (asked of the kind ``workers``, the prior alone answered, worse on the CPU
+    sweeps)."""
     if not STRUCTURAL_IN_GAPS or len(reach.worker_counts) >= MIN_DISTINCT:
         return weights
     unshaped = np.array([name not in STRUCTURAL for name in names])
