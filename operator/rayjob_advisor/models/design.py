@@ -169,8 +169,7 @@ class Reach:
     def of(cls, X: np.ndarray) -> Reach:
         batch = local_batch(X)
         counts = tuple(float(count) for count in np.unique(X[:, WORKERS]))
-        most = float(np.max(X[:, WORKERS]))
-        return cls(most, float(np.max(X[:, WORK])), float(batch.min()), float(batch.max()), counts)
+        return cls(counts[-1], float(np.max(X[:, WORK])), float(batch.min()), float(batch.max()), counts)
 
     def gap(self, X: np.ndarray) -> np.ndarray:
         """Per row, how far its worker count lies from the nearest profiled one (a log ratio; 0 at a profiled count
