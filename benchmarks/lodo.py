@@ -132,7 +132,7 @@ GRIDS: dict[str, list[Setting]] = {
     "gaps": [(("STRUCTURAL_IN_GAPS", gaps),) for gaps in (0, 1)],
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
     "ridge": [(("RIDGE", ridge),) for ridge in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)],
-    "compute": [(("COMPUTE_PULL", pull),) for pull in (0.0, 1e-3, 1e-2, 1e-1)],
+    "compute": [(("COMPUTE_PULL", pull),) for pull in (0.0, 1e-3, 1e-2, 1e-1, 1.0)],
     "sharing": [(("SHARED_LINK", link),) for link in ("none", "dataparallel", "dataparallel+sync-sgd")],
     "crowding": [(("CROWDED_CORES", cores),) for cores in ("none", "dataparallel+sync-sgd")],
     "boosting": [
