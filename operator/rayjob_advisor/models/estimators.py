@@ -359,8 +359,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             slopes = [step / 20 if growing else 0.0, step / 20 if shared else 0.0]  # b, d
             intercepts = [step / 2] + [step] * len(self.node_counts_)  # a_1, a_k
             start = np.array([0.0, 0.0, step / 2, per_sample / 2, gamma, *slopes, *intercepts])
-            # tight tolerances (``FIT_TOLERANCE``): at the defaults the solver stops in a valley before ``RIDGE``
-            # decides where
+            # run to convergence (``FIT_TOLERANCE``), not to where the rounding left the solver
             fitted = least_squares(
                 lambda t: np.concatenate(
                     [
