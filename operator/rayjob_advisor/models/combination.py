@@ -86,7 +86,11 @@ carried by Eos (1,960 -> 344 %; the 100 runs inside): per dataset -64.7 +- 64.6 
 without Eos -0.08 points, the CPU sweeps 0.4-3.2 points worse): kept. Re-run with the kinds beyond the profile
 pooled (``POOL_BEYOND``, 2026-12-06): log 1.5 with 10 runs inside and 100 beyond for 25 of 28 left-out datasets
 (``ray-mlp``: 100 inside; Pollux yolov3: log 2; BERT on Dell's PCIe A100s: log 4, the prior alone beyond), 9.87 %
-left out against 9.63 % in place; per dataset +2.24 +- 0.82 points over the 3 where the choice differs: kept."""
+left out against 9.63 % in place; per dataset +2.24 +- 0.82 points over the 3 where the choice differs: kept.
+Re-run on converged fits (``estimators.FIT_TOLERANCE``, 2026-12-06, 10 minutes): log 2 with 10 and 100 for 18 of 28
+left-out datasets (it ties log 1.5 over the 28, 10.11 %), log 1.5 for 8, log 4 with the prior alone beyond for 2;
+10.42 % left out against 10.11 % in place, per dataset +0.61 +- 0.29 points over the 14 where it differs (better
+on 5, worse on 9): kept."""
 POOL_BEYOND = True
 """Whether a row beyond the profile in several kinds at once pools their weights geometrically (``pooled_beyond``)
 instead of adding them in its shares. ResNet-50 on NVIDIA's Eos, 8-64 H100s asked about 2,528, is beyond in workers
