@@ -116,7 +116,8 @@ cores): not, for all 28 left-out datasets, 151.00 mean left-out loss against 151
 per dataset -0.143 +- 0.036 points of loss against widening them (better on 15 of the 16 where it differs, worse on
 Sia bert's A100 by 0.06; the same on every MLPerf dataset): changed, from widening them.
 Re-run on converged fits (``estimators.FIT_TOLERANCE``, 2026-12-06, 7 minutes): not widened for all 28, a mean pinball
-loss of 4.13 against 4.21 (Eos's no longer thousands), better on 15 of the 16 datasets where it differs: kept."""
+loss of 4.13 against 4.21 (Eos's loss no longer in the thousands), better than widened on 15 of the 16 datasets where
+the two differ: kept."""
 _ROUNDING = 1e-9
 """Relative slack when a runtime is compared with a bound computed from the same residual."""
 

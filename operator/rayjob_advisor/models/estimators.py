@@ -118,7 +118,7 @@ evening): both for 16 of 18 as before. Over the 28 datasets with MLPerf's first 
 out), 79.71 % mean over the datasets against 79.78 % with ``dataparallel`` alone and 79.97 % with none: kept.
 Re-run on converged fits (``FIT_TOLERANCE``, 2026-12-06, 19 minutes): both for 27 of 28 again (``dataparallel`` alone
 with Sia bert on the V100 left out: 12.74 % then, against 9.42 % with both), 10.11 % mean over the datasets against
-10.17 % and 10.36 %; 10.23 % left out: kept."""
+10.17 % with ``dataparallel`` alone and 10.36 % with none; 10.23 % left out: kept."""
 
 CROWDED_CORES: tuple[str, ...] = ("dataparallel", "sync-sgd")
 """The candidates whose compute slows where a node's CPU workers run more threads than it has cores
