@@ -227,7 +227,11 @@ class DataParallel(_BasisNNLS):
     about more workers than it was measured on. Each multi-node count the
     profile measured has its own per-step cost (a free shape over node
     counts: real clusters sync slower on 2 nodes than on 4 with the same
-    GPUs); an unmeasured count takes its nearest measured one's.
+    GPUs); an unmeasured count takes its nearest measured one's. The
+    linear latency column put to leave-one-dataset-out on converged fits
+    (2026-12-07, branch ``try/ring-latency``): without it, -0.110 +- 0.106
+    points per dataset (better on 12, worse on 11, the CPU sweeps among
+    them): kept (docs/accuracy.md).
     """
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> DataParallel:
