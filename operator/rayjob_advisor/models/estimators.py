@@ -157,7 +157,7 @@ left-out MAPE against 9.63 % in place; per dataset -0.014 +- 0.019 points over t
 worse on 13): kept. Rate x leaf re-run on converged fits (``FIT_TOLERANCE``, 2026-12-07, 59 minutes on 2 cores): a
 rate of 0.3 and leaves of 5 for all 28, 10.10 % left out against 10.11 % in place, -0.014 +- 0.019 points over the
 24 where it differs (better on 12, worse on 12): kept. Rounds x depth not yet re-run on converged fits (nine
-settings, over 80 minutes on 2 cores: cut short twice by a session's end)."""
+settings, over 80 minutes on 2 cores alone: twice not finished within a session)."""
 
 
 def _sharing_limit(name: str, X: np.ndarray) -> float:
@@ -233,8 +233,8 @@ class DataParallel(_BasisNNLS):
     GPUs); an unmeasured count takes its nearest measured one's. The
     linear latency column put to leave-one-dataset-out on converged fits
     (2026-12-07, branch ``try/ring-latency``): without it, -0.110 +- 0.106
-    points per dataset (better on 12, worse on 11, the CPU sweeps among
-    them): kept (docs/accuracy.md).
+    points per dataset (better on 12, worse on 11: the own Ray sweeps by
+    0.7-0.9 points): kept (docs/accuracy.md).
     """
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> DataParallel:
