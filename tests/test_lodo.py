@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from benchmarks import lodo
+from benchmarks import datasets, lodo
 
 
 @pytest.mark.parametrize("grid", sorted(lodo.GRIDS))
@@ -40,3 +40,11 @@ def test_datasets_where_a_change_does_not_act_are_left_out_of_the_test():
     assert np.count_nonzero(gain) == 3 and change
     acting[0] += 0.05
     assert not lodo.decide(np.column_stack([in_place, acting]), [1] * 18, 0)[2]
+
+
+def test_the_own_sweep_measured_again_chooses_no_setting():
+    """Measured after every setting was chosen: it may only be reported, or it is no longer data nobody tuned on."""
+    held_out = set(datasets.OWN_RAY_HELD_OUT)
+    assert held_out and held_out <= set(datasets.reachable()) & set(datasets.HELD_OUT)
+    assert not held_out & (set(datasets.tuning()) | set(datasets.sweeps()))
+    assert {datasets.family(name) for name in held_out} == {"held-out-ray"}
