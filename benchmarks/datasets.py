@@ -10,8 +10,8 @@
   ``RAY_TRAIN_ENABLE_STATE_TRACKING=1 rayjob-advisor profile --workload tabular-mlp
   --workers 1,2,3,4 --dataset-sizes 3600,14400,57600 --epochs 1,2 --batch-size 128,512 --cpus-per-worker 0.5
   --repeats 1 --out benchmarks/data/ray-mlp.csv`` (10 minutes on 2 cores);
-- ``ray-digits-repeat``: ``ray-digits``' sweep measured again by the same command on 2026-12-07, on the same
-  machine with nothing else running, after every setting was chosen; held out (``HELD_OUT``). With
+- ``ray-digits-repeat``: ``ray-digits``' sweep measured again by the same command on 2026-12-07, on the same kind of
+  2-core machine with nothing else running, after every setting was chosen; held out (``HELD_OUT``). With
   ``ray-digits`` it is two repeats of each configuration (``benchmarks.profile_noise``: the floor of their noise);
 - ``pollux-<model>``: the six Pollux (OSDI'21) workloads on T4s, as shipped (``profiles/data``,
   ``benchmarks.pollux`` converts them);
