@@ -13,6 +13,7 @@
 - ``ray-digits-repeat``: ``ray-digits``' sweep measured again by the same command on 2026-12-07, on the same kind of
   2-core machine with nothing else running, after every setting was chosen; held out (``HELD_OUT``). With
   ``ray-digits`` it is two repeats of each configuration (``benchmarks.profile_noise``: the floor of their noise);
+- ``ray-mlp-repeat``: ``ray-mlp``'s sweep measured again the same way, the same day; held out likewise;
 - ``pollux-<model>``: the six Pollux (OSDI'21) workloads on T4s, as shipped (``profiles/data``,
   ``benchmarks.pollux`` converts them);
 - ``sia-<model>-<gpu>``: the Sia (SOSP'23) models on A100, RTX 2080Ti and V100, one dataset per GPU type
@@ -39,9 +40,9 @@ from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
-OWN_RAY_SWEEPS = ("ray-digits", "ray-mlp", "ray-digits-repeat")
+OWN_RAY_SWEEPS = ("ray-digits", "ray-mlp", "ray-digits-repeat", "ray-mlp-repeat")
 """The project's own Ray Train sweeps (``benchmarks/data/<name>.csv``): what ``rayjob-advisor profile`` measures."""
-OWN_RAY_HELD_OUT = ("ray-digits-repeat",)
+OWN_RAY_HELD_OUT = ("ray-digits-repeat", "ray-mlp-repeat")
 """The own sweeps measured after every setting was chosen, and never chosen on."""
 
 
@@ -67,7 +68,7 @@ DATASETS: dict[str, Callable[[], list[Observation]]] = {
 
 HELD_OUT: tuple[str, ...] = (*mlperf.names(held_out=True), *OWN_RAY_HELD_OUT)
 """Datasets the accuracy table reports and no setting is chosen on (``tuning``): other clusters' curves, the
-closest the project has to the data its figures will be judged on, and an own sweep measured again."""
+closest the project has to the data its figures will be judged on, and the own sweeps measured again."""
 
 
 def reachable() -> list[str]:
