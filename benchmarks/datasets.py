@@ -40,10 +40,10 @@ from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
-OWN_RAY_SWEEPS = ("ray-digits", "ray-mlp", "ray-digits-repeat", "ray-mlp-repeat")
-"""The project's own Ray Train sweeps (``benchmarks/data/<name>.csv``): what ``rayjob-advisor profile`` measures."""
 OWN_RAY_HELD_OUT = ("ray-digits-repeat", "ray-mlp-repeat")
 """The own sweeps measured after every setting was chosen, and never chosen on."""
+OWN_RAY_SWEEPS = ("ray-digits", "ray-mlp", *OWN_RAY_HELD_OUT)
+"""The project's own Ray Train sweeps (``benchmarks/data/<name>.csv``): what ``rayjob-advisor profile`` measures."""
 
 
 def _csv(path: pathlib.Path) -> Callable[[], list[Observation]]:

@@ -57,7 +57,7 @@ def main() -> None:
         f"max {np.max(execution_cvs):.1%}"
     )
     print(f"start-up CV across repeats: median {np.median(startup_cvs):.1%}, mean {np.mean(startup_cvs):.1%}")
-    off = np.concatenate([np.asarray(errors) for errors in off_by_workers.values()])
+    off = np.concatenate(list(off_by_workers.values()))
     per_workers = ", ".join(f"{w} workers {np.mean(e):.1%}" for w, e in sorted(off_by_workers.items()))
     print(f"MAPE of a model that knew each configuration's mean (the floor): {np.mean(off):.1%}; {per_workers}")
 

@@ -42,7 +42,7 @@ def test_datasets_where_a_change_does_not_act_are_left_out_of_the_test():
     assert not lodo.decide(np.column_stack([in_place, acting]), [1] * 18, 0)[2]
 
 
-def test_the_own_sweep_measured_again_chooses_no_setting():
+def test_the_own_sweeps_measured_again_choose_no_setting():
     """Measured after every setting was chosen: it may only be reported, or it is no longer data nobody tuned on."""
     held_out = set(datasets.OWN_RAY_HELD_OUT)
     assert held_out and held_out <= set(datasets.reachable()) & set(datasets.HELD_OUT)
