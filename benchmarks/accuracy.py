@@ -1,7 +1,7 @@
 """One accuracy table over every dataset the project can reach and every kind of question a user asks.
 
-For each dataset of ``benchmarks.datasets`` and each cut of ``benchmarks.questions`` (and, on the Sia datasets,
-``transfer``: a new accelerator measured only at its one or two smallest GPU counts, every run of another
+For each dataset of ``benchmarks.datasets`` and each cut of ``benchmarks.questions`` (and, on the Sia and Gavel
+datasets, ``transfer``: a new accelerator measured only at its one or two smallest GPU counts, every run of another
 accelerator beside it), the runs held out are predicted by
 
 - ``chosen``: the advisor's model (``RuntimeModel().fit`` on the cut's training runs, what a job gets);
@@ -155,7 +155,7 @@ def rows_of(dataset: str, runs: list[Observation], asked: Sequence[str]) -> tupl
 
 
 def transfer_rows(dataset: str, runs: list[Observation]) -> list[Row]:
-    """A Sia dataset as a new accelerator beside each other GPU type of the same model (module docstring)."""
+    """A Sia or Gavel dataset as a new accelerator beside each other GPU type of the same model (module docstring)."""
     gpu = dataset.rsplit("-", 1)[1]
     rows = []
     for asked in questions.transfer_cuts(dataset, runs):
@@ -170,7 +170,7 @@ def dataset_rows(dataset: str, asked: Sequence[str]) -> tuple[list[Row], str]:
     """Every row of one dataset, and a line saying what it held and skipped."""
     runs = datasets.DATASETS[dataset]()
     found, skipped = rows_of(dataset, runs, asked)
-    if "transfer" in asked and dataset.startswith("sia-"):
+    if "transfer" in asked:
         found += transfer_rows(dataset, runs)
     return found, f"{dataset}: {len(runs)} runs, {len(found)} questions; skipped: {skipped or 'none'}"
 

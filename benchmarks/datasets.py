@@ -24,7 +24,10 @@
   others; and, held out (``HELD_OUT``), rounds v2.1 and v3.1 on other systems (8-4,216 A100s of HPE, NVIDIA and
   Azure, 2-10 PCIe A100s of Fujitsu, 8-3,472 H100s of NVIDIA), added after that and never used to choose a
   setting; and two more held-out families: rounds v1.0 and v1.1 (8-4,320 A100s of NVIDIA, Azure and Dell), and
-  Llama 3.1 8B pretraining of round v5.1 (8-512 GB200s, GB300s and B200s).
+  Llama 3.1 8B pretraining of round v5.1 (8-512 GB200s, GB300s and B200s);
+- ``gavel-<model>-<gpu>``: Gavel's (OSDI'20) measured throughputs of ResNet-18, ResNet-50, a Transformer and an
+  LSTM language model on 1-8 K80s, P100s and V100s, on one server and on as many servers as GPUs, at 4-5 batch sizes
+  (``benchmarks.gavel``, ``benchmarks/data/gavel``); held out (``HELD_OUT``), added after every setting was chosen.
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.
@@ -35,7 +38,7 @@ from __future__ import annotations
 import pathlib
 from collections.abc import Callable
 
-from benchmarks import mlperf, pollux, sia
+from benchmarks import gavel, mlperf, pollux, sia
 from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 
@@ -63,10 +66,11 @@ DATASETS: dict[str, Callable[[], list[Observation]]] = {
     **{f"pollux-{model}": _csv(SHIPPED_DATA / f"pollux-{model}.csv") for model in pollux.MODELS},
     **{f"sia-{model}-{gpu}": _sia(model, gpu) for model in sia.MODELS for gpu in sia.ACCELERATORS},
     **{name: _csv(mlperf.OUT / f"{name}.csv") for name in mlperf.names()},
+    **{name: _csv(gavel.OUT / f"{name}.csv") for name in gavel.names()},
 }
 """Name -> a loader of its runs."""
 
-HELD_OUT: tuple[str, ...] = (*mlperf.names(held_out=True), *OWN_RAY_HELD_OUT)
+HELD_OUT: tuple[str, ...] = (*mlperf.names(held_out=True), *OWN_RAY_HELD_OUT, *gavel.names())
 """Datasets the accuracy table reports and no setting is chosen on (``tuning``): other clusters' curves, the
 closest the project has to the data its figures will be judged on, and the own sweeps measured again."""
 
@@ -89,10 +93,12 @@ def sweeps() -> list[str]:
 
 def family(name: str) -> str:
     """The source a dataset comes from (``ray``, ``pollux``, ``sia``, ``mlperf``), or its held-out family
-    (``mlperf.Series.held_out``, ``held-out-ray``): the tables summarise per family too."""
+    (``mlperf.Series.held_out``, ``held-out-ray``, ``held-out-gavel``): the tables summarise per family too."""
     mlperf_families = mlperf.families()
     if name in mlperf_families:
         return mlperf_families[name]
     if name in OWN_RAY_HELD_OUT:
         return "held-out-ray"
+    if name in gavel.names():
+        return "held-out-gavel"
     return "ray" if name == "digits-cnn" or name in OWN_RAY_SWEEPS else name.split("-")[0]

@@ -23,8 +23,8 @@ Each cut trains on the runs a profile would have and tests on runs beyond them, 
   workers and a smaller per-worker batch asked at once. Held out (``HELD_OUT``).
 
 A cut that a dataset cannot make (too few distinct values, no runs on one side) is skipped, with the reason.
-``transfer`` questions (``transfer_cuts``: a scarcely measured accelerator beside a well measured one) need the
-Sia datasets, one per GPU type.
+``transfer`` questions (``transfer_cuts``: a scarcely measured accelerator beside a well measured one) need a
+dataset per GPU type of one model: Sia's and Gavel's.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchmarks import sia
+from benchmarks import gavel, sia
 from rayjob_advisor.observations import Observation
 
 FEW_RUNS = 12
@@ -195,21 +195,33 @@ class TransferCut:
         return Cut(self.source_runs + self.target, self.test)
 
 
+def _sia_runs(model: str, gpu: str) -> list[Observation]:
+    return sia.sia_observations(sia.DEFAULT_SIA, model, (gpu,))
+
+
+ACCELERATOR_FAMILIES: dict[str, tuple[tuple[str, ...], Callable[[str, str], list[Observation]]]] = {
+    "sia": (sia.ACCELERATORS, _sia_runs),
+    "gavel": (gavel.GPUS, gavel.model_runs),
+}
+"""The families with one dataset per model and GPU type (``<family>-<model>-<gpu>``): their GPU types, and a loader
+of one model's runs on one of them as workload ``<family>-<model>`` (``transfer_cuts``)."""
+
+
 def transfer_cuts(dataset: str, runs: Sequence[Observation], count: int = TRANSFER_RUNS) -> list[TransferCut]:
-    """A Sia dataset (``sia-<model>-<gpu>``) as a new accelerator measured by ``count`` runs, beside each other GPU
-    type of the same model measured in full."""
-    model, gpu = dataset.removeprefix("sia-").rsplit("-", 1)
+    """A dataset of ``ACCELERATOR_FAMILIES`` (``sia-<model>-<gpu>``) as a new accelerator measured by ``count``
+    runs, beside each other GPU type of the same model measured in full (none for other datasets)."""
+    family, _, rest = dataset.partition("-")
+    if family not in ACCELERATOR_FAMILIES:
+        return []
+    accelerators, model_runs = ACCELERATOR_FAMILIES[family]
+    model, gpu = rest.rsplit("-", 1)
     smallest = sorted({run.workers for run in runs})[:2]
     pool = [run for run in runs if run.workers in smallest]
     drawn = np.random.default_rng(0).choice(len(pool), min(count, len(pool)), replace=False)
-    measured = [pool[i].model_copy(update={"workload": f"sia-{model}"}) for i in sorted(drawn)]
+    measured = [pool[i].model_copy(update={"workload": f"{family}-{model}"}) for i in sorted(drawn)]
     held = [pool[i] for i in drawn]
     test = [run for run in runs if run not in held]
-    return [
-        TransferCut(source, sia.sia_observations(sia.DEFAULT_SIA, model, (source,)), measured, test)
-        for source in sia.ACCELERATORS
-        if source != gpu
-    ]
+    return [TransferCut(source, model_runs(model, source), measured, test) for source in accelerators if source != gpu]
 
 
 def mape(predicted: np.ndarray, actual: np.ndarray) -> float:
