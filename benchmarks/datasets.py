@@ -27,7 +27,10 @@
   Llama 3.1 8B pretraining of round v5.1 (8-512 GB200s, GB300s and B200s);
 - ``gavel-<model>-<gpu>``: Gavel's (OSDI'20) measured throughputs of ResNet-18, ResNet-50, a Transformer and an
   LSTM language model on 1-8 K80s, P100s and V100s, on one server and on as many servers as GPUs, at 4-5 batch sizes
-  (``benchmarks.gavel``, ``benchmarks/data/gavel``); held out (``HELD_OUT``), added after every setting was chosen.
+  (``benchmarks.gavel``, ``benchmarks/data/gavel``); held out (``HELD_OUT``), added after every setting was chosen;
+- ``elasticflow-<model>``: ElasticFlow's (ASPLOS'23) measured throughputs of seven models on 1-64 A100s (8 a node) at
+  two or three global batches each, strong-scaling curves (``benchmarks.elasticflow``, ``benchmarks/data/elasticflow``);
+  held out (``HELD_OUT``), added after every setting was chosen.
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.
@@ -38,7 +41,7 @@ from __future__ import annotations
 import pathlib
 from collections.abc import Callable
 
-from benchmarks import gavel, mlperf, pollux, sia
+from benchmarks import elasticflow, gavel, mlperf, pollux, sia
 from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 
@@ -67,10 +70,16 @@ DATASETS: dict[str, Callable[[], list[Observation]]] = {
     **{f"sia-{model}-{gpu}": _sia(model, gpu) for model in sia.MODELS for gpu in sia.ACCELERATORS},
     **{name: _csv(mlperf.OUT / f"{name}.csv") for name in mlperf.names()},
     **{name: _csv(gavel.OUT / f"{name}.csv") for name in gavel.names()},
+    **{name: _csv(elasticflow.OUT / f"{name}.csv") for name in elasticflow.names()},
 }
 """Name -> a loader of its runs."""
 
-HELD_OUT: tuple[str, ...] = (*mlperf.names(held_out=True), *OWN_RAY_HELD_OUT, *gavel.names())
+HELD_OUT: tuple[str, ...] = (
+    *mlperf.names(held_out=True),
+    *OWN_RAY_HELD_OUT,
+    *gavel.names(),
+    *elasticflow.names(),
+)
 """Datasets the accuracy table reports and no setting is chosen on (``tuning``): other clusters' curves, the
 closest the project has to the data its figures will be judged on, and the own sweeps measured again."""
 
@@ -93,7 +102,8 @@ def sweeps() -> list[str]:
 
 def family(name: str) -> str:
     """The source a dataset comes from (``ray``, ``pollux``, ``sia``, ``mlperf``), or its held-out family
-    (``mlperf.Series.held_out``, ``held-out-ray``, ``held-out-gavel``): the tables summarise per family too."""
+    (``mlperf.Series.held_out``, ``held-out-ray``, ``held-out-gavel``, ``held-out-elasticflow``): the tables summarise
+    per family too."""
     mlperf_families = mlperf.families()
     if name in mlperf_families:
         return mlperf_families[name]
@@ -101,4 +111,6 @@ def family(name: str) -> str:
         return "held-out-ray"
     if name in gavel.names():
         return "held-out-gavel"
+    if name in elasticflow.names():
+        return "held-out-elasticflow"
     return "ray" if name == "digits-cnn" or name in OWN_RAY_SWEEPS else name.split("-")[0]
