@@ -38,3 +38,12 @@ def test_a_profile_at_two_worker_counts_is_asked_about_every_count_between():
     assert {run.workers for run in cut.test} == set(range(2, 16))
     two = [run for run in runs if run.workers in (1, 2)]
     assert questions.workers_two_counts(two) == "no runs on one side"
+
+
+def test_eight_times_the_workers_is_issue_18s_a100_protocol():
+    """ElasticFlow's A100 curves: fitted on one node's 1-8 GPUs, asked about 16-64 on 2-8 nodes."""
+    cut = questions.workers_x8(datasets.DATASETS["elasticflow-resnet50"]())
+    assert not isinstance(cut, str)
+    assert {run.workers for run in cut.train} == {1, 2, 4, 8} and {run.workers for run in cut.test} == {16, 32, 64}
+    one_node = questions.workers_x8(datasets.DATASETS["elasticflow-resnet50-cifar10"]())  # 1-8 GPUs: 1 to train on
+    assert one_node == "fewer than 2 distinct values to train on"
