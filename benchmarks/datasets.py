@@ -80,8 +80,9 @@ HELD_OUT: tuple[str, ...] = (
     *gavel.names(),
     *elasticflow.names(),
 )
-"""Datasets the accuracy table reports and no setting is chosen on (``tuning``): other clusters' curves, the
-closest the project has to the data its figures will be judged on, and the own sweeps measured again."""
+"""Datasets the accuracy table reports and no setting is chosen on (``tuning``): other clusters' curves and other
+GPUs' sweeps, the closest the project has to the data its figures will be judged on, and the own sweeps measured
+again."""
 
 
 def reachable() -> list[str]:
