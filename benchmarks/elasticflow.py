@@ -30,7 +30,8 @@ import csv
 import math
 import pathlib
 
-from rayjob_advisor.observations import Observation, write_observations
+from benchmarks.converted import write_converted
+from rayjob_advisor.observations import Observation
 
 SOURCE = "https://github.com/pkusys/ElasticFlow"
 COMMIT = "04a0109"
@@ -59,11 +60,11 @@ def runs(table: str, model: str) -> list[Observation]:
     observed = []
     for row in rows:
         batch = int(row.pop("global_batch_size"))
+        steps = STEPS * largest / batch
         for gpus, cell in row.items():
             rate = float(cell or 0.0)
             if rate <= 0:
                 continue
-            steps = STEPS * largest / batch
             observed.append(
                 Observation(
                     workload=dataset(model),
@@ -97,8 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             f"from {SOURCE} (commit {COMMIT}, {THROUGHPUTS / model}.csv; Apache-2.0), converted by "
             "benchmarks.elasticflow",
         ]
-        write_observations(args.out / f"{dataset(model)}.csv", converted, comments)
-        print(f"{dataset(model)}: {len(converted)} runs at {sorted({r.workers for r in converted})} GPUs")
+        write_converted(args.out / f"{dataset(model)}.csv", converted, comments)
     return 0
 
 

@@ -40,7 +40,8 @@ import json
 import pathlib
 from typing import Any
 
-from rayjob_advisor.observations import Observation, read_observations, write_observations
+from benchmarks.converted import write_converted
+from rayjob_advisor.observations import Observation, read_observations
 
 SOURCE = "https://github.com/stanford-futuredata/gavel"
 COMMIT = "c4fa400"
@@ -80,15 +81,15 @@ def runs(throughputs: dict[str, Any], model: str, gpu: str) -> list[Observation]
     """One model's runs on one GPU type, consolidated and not, from Gavel's throughputs JSON."""
     job_type, samples = MODELS[model]
     observed: dict[tuple[int, int, int], Observation] = {}
-    placements = {"": "consolidated", "_unconsolidated": "unconsolidated"}
-    for suffix, placement in placements.items():
+    for suffix in ("", "_unconsolidated"):  # the GPUs on one server, then each on its own
+        consolidated = not suffix
         for key, entry in throughputs[gpu + suffix].items():
             name, scale = ast.literal_eval(key)
             if not name.startswith(f"{job_type} (batch size "):
                 continue
             batch, rate = int(name.rsplit(" ", 1)[1].rstrip(")")), float(entry["null"])
-            nodes = 1 if placement == "consolidated" or scale == 1 else scale
-            if rate <= 0 or (placement == "consolidated" and scale > 1 and gpu in NOT_PHYSICAL):
+            nodes = 1 if consolidated else scale
+            if rate <= 0 or (consolidated and scale > 1 and gpu in NOT_PHYSICAL):
                 continue
             observed.setdefault(
                 (batch, scale, nodes),
@@ -126,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"from {SOURCE} (commit {COMMIT}, {THROUGHPUTS}; MIT licence, Copyright (c) 2020 Stanford Future "
                 "Data Systems), converted by benchmarks.gavel",
             ]
-            write_observations(args.out / f"{dataset(model, gpu)}.csv", converted, comments)
-            print(f"{dataset(model, gpu)}: {len(converted)} runs at {sorted({r.workers for r in converted})} GPUs")
+            write_converted(args.out / f"{dataset(model, gpu)}.csv", converted, comments)
     return 0
 
 

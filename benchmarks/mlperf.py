@@ -33,7 +33,8 @@ import pathlib
 from collections.abc import Iterator
 from typing import Any
 
-from rayjob_advisor.observations import Observation, write_observations
+from benchmarks.converted import write_converted
+from rayjob_advisor.observations import Observation
 
 SOURCE = "https://github.com/mlcommons/training_results_{round}"
 ROUNDS: dict[str, str] = {
@@ -238,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"from {SOURCE.format(round=series.round)} (commit {ROUNDS[series.round]}, Apache-2.0), converted by "
                 "benchmarks.mlperf",
             ]
-            write_observations(args.out / f"{converted}.csv", runs, comments)
-            print(f"{converted}: {len(runs)} runs at {sorted({r.workers for r in runs})} GPUs")
+            write_converted(args.out / f"{converted}.csv", runs, comments)
     return 0
 
 
