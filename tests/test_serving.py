@@ -180,16 +180,17 @@ def test_a_renewed_certificate_is_served_without_a_restart(kind, monkeypatch, tm
         config = server.advisor.config
         ca, cert, key = make_certificates(tmp_path)
         # A Secret volume swaps both files at once; one at a time, the server keeps the old pair until both load.
-        for new, old in ((cert, config.tls_cert_file), (key, config.tls_key_file)):
-            os.replace(new, str(old))
-            time.sleep(0.5)
+        os.replace(cert, str(config.tls_cert_file))
+        half = "the certificate files changed but do not load yet"  # the new certificate, the old key
+        server.advisor.api.wait_until(lambda: half in caplog.text, 10)  # a check ran between the two (not a sleep)
+        os.replace(key, str(config.tls_key_file))
         renewed = ssl.create_default_context(cafile=str(ca))
         server.advisor.api.wait_until(lambda: _answers(server, renewed), 10)
         seen = ssl.get_server_certificate(("127.0.0.1", server.port))
         assert ssl.PEM_cert_to_DER_cert(seen) == _leaf(pathlib.Path(str(config.tls_cert_file)))
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             server.answer()  # the old CA no longer verifies it
-    assert "the certificate files changed but do not load yet" in caplog.text  # the new certificate, the old key
+    assert half in caplog.text
 
 
 def test_with_a_client_ca_the_webhook_completes_a_handshake_only_with_a_certificate_it_signed(tmp_path, monkeypatch):
