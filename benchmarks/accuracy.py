@@ -1,6 +1,6 @@
 """One accuracy table over every dataset the project can reach and every kind of question a user asks.
 
-For each dataset of ``benchmarks.datasets`` and each cut of ``benchmarks.questions`` (and, on the Sia and Gavel
+For each dataset of ``benchmarks.datasets`` and each cut of ``benchmarks.questions`` (and, on the Sia, Gavel and Zeus
 datasets, ``transfer``: a new accelerator measured only at its one or two smallest GPU counts, every run of another
 accelerator beside it), the runs held out are predicted by
 
@@ -154,16 +154,25 @@ def rows_of(dataset: str, runs: list[Observation], asked: Sequence[str]) -> tupl
     return rows, skipped
 
 
-def transfer_rows(dataset: str, runs: list[Observation]) -> list[Row]:
-    """A Sia or Gavel dataset as a new accelerator beside each other GPU type of the same model (module docstring)."""
+def transfer_rows(dataset: str, runs: list[Observation]) -> tuple[list[Row], dict[str, str]]:
+    """A dataset of a family with one per GPU type as a new accelerator beside each other GPU type of the same model
+    (module docstring), and why the others were skipped."""
     gpu = dataset.rsplit("-", 1)[1]
-    rows = []
+    rows, skipped = [], {}
     for asked in questions.transfer_cuts(dataset, runs):
-        main = RuntimeModel().fit(asked.source_runs)
+        question = f"transfer<-{asked.source}"
+        if not asked.test:
+            skipped[question] = "every run is among the new accelerator's few: none left to ask about"
+            continue
+        try:
+            main = RuntimeModel().fit(asked.source_runs)
+        except NotEnoughData as exc:
+            skipped[question] = f"{asked.source}: {exc}"
+            continue
         transferred = {"transferred": TransferredModel(main, asked.source).fit(asked.target)}
         chosen = model_on(asked.cut.train, gpu, main)
-        rows.append(score(dataset, f"transfer<-{asked.source}", asked.cut, chosen, asked.target, transferred))
-    return rows
+        rows.append(score(dataset, question, asked.cut, chosen, asked.target, transferred))
+    return rows, skipped
 
 
 def dataset_rows(dataset: str, asked: Sequence[str]) -> tuple[list[Row], str]:
@@ -171,7 +180,9 @@ def dataset_rows(dataset: str, asked: Sequence[str]) -> tuple[list[Row], str]:
     runs = datasets.DATASETS[dataset]()
     found, skipped = rows_of(dataset, runs, asked)
     if "transfer" in asked:
-        found += transfer_rows(dataset, runs)
+        transfers, unasked = transfer_rows(dataset, runs)
+        found += transfers
+        skipped |= unasked
     return found, f"{dataset}: {len(runs)} runs, {len(found)} questions; skipped: {skipped or 'none'}"
 
 

@@ -30,7 +30,10 @@
   (``benchmarks.gavel``, ``benchmarks/data/gavel``); held out (``HELD_OUT``), added after every setting was chosen;
 - ``elasticflow-<model>``: ElasticFlow's (ASPLOS'23) measured throughputs of seven models on 1-64 A100s (8 a node) at
   two or three global batches each, strong-scaling curves (``benchmarks.elasticflow``, ``benchmarks/data/elasticflow``);
-  held out (``HELD_OUT``), added after every setting was chosen.
+  held out (``HELD_OUT``), added after every setting was chosen;
+- ``zeus-<workload>-<gpu>``: Zeus's (NSDI'23) measured epoch times of six workloads on one A40, P100, Quadro RTX 6000
+  or V100 at 4-15 batch sizes each, per-GPU batch sweeps (``benchmarks.zeus``, ``benchmarks/data/zeus``); held out
+  (``HELD_OUT``), added after every setting was chosen.
 
 The Sia ones need the Sia traces (``benchmarks.sia``: they are not redistributable); the others ship with the
 repository.
@@ -41,7 +44,7 @@ from __future__ import annotations
 import pathlib
 from collections.abc import Callable
 
-from benchmarks import elasticflow, gavel, mlperf, pollux, sia
+from benchmarks import elasticflow, gavel, mlperf, pollux, sia, zeus
 from rayjob_advisor.observations import Observation, read_observations
 from rayjob_advisor.profiles.shipped import SHIPPED_DATA
 
@@ -71,6 +74,7 @@ DATASETS: dict[str, Callable[[], list[Observation]]] = {
     **{name: _csv(mlperf.OUT / f"{name}.csv") for name in mlperf.names()},
     **{name: _csv(gavel.OUT / f"{name}.csv") for name in gavel.names()},
     **{name: _csv(elasticflow.OUT / f"{name}.csv") for name in elasticflow.names()},
+    **{name: _csv(zeus.OUT / f"{name}.csv") for name in zeus.names()},
 }
 """Name -> a loader of its runs."""
 
@@ -79,6 +83,7 @@ HELD_OUT: tuple[str, ...] = (
     *OWN_RAY_HELD_OUT,
     *gavel.names(),
     *elasticflow.names(),
+    *zeus.names(),
 )
 """Datasets the accuracy table reports and no setting is chosen on (``tuning``): other clusters' curves and other
 GPUs' sweeps, the closest the project has to the data its figures will be judged on, and the own sweeps measured
@@ -103,8 +108,8 @@ def sweeps() -> list[str]:
 
 def family(name: str) -> str:
     """The source a dataset comes from (``ray``, ``pollux``, ``sia``, ``mlperf``), or its held-out family
-    (``mlperf.Series.held_out``, ``held-out-ray``, ``held-out-gavel``, ``held-out-elasticflow``): the tables summarise
-    per family too."""
+    (``mlperf.Series.held_out``, ``held-out-ray``, ``held-out-gavel``, ``held-out-elasticflow``,
+    ``held-out-zeus``): the tables summarise per family too."""
     mlperf_families = mlperf.families()
     if name in mlperf_families:
         return mlperf_families[name]
@@ -114,4 +119,6 @@ def family(name: str) -> str:
         return "held-out-gavel"
     if name in elasticflow.names():
         return "held-out-elasticflow"
+    if name in zeus.names():
+        return "held-out-zeus"
     return "ray" if name == "digits-cnn" or name in OWN_RAY_SWEEPS else name.split("-")[0]

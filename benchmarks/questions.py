@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchmarks import gavel, sia
+from benchmarks import gavel, sia, zeus
 from rayjob_advisor.observations import Observation
 
 FEW_RUNS = 12
@@ -211,6 +211,7 @@ def _sia_runs(model: str, gpu: str) -> list[Observation]:
 ACCELERATOR_FAMILIES: dict[str, tuple[tuple[str, ...], Callable[[str, str], list[Observation]]]] = {
     "sia": (sia.ACCELERATORS, _sia_runs),
     "gavel": (gavel.GPUS, gavel.model_runs),
+    "zeus": (zeus.GPUS, zeus.model_runs),
 }
 """The families with one dataset per model and GPU type (``<family>-<model>-<gpu>``): their GPU types, and a loader
 of one model's runs on one of them as workload ``<family>-<model>`` (``transfer_cuts``)."""
