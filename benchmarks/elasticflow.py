@@ -25,12 +25,11 @@ and chosen on by none.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import pathlib
 
-from benchmarks.converted import write_converted
+from benchmarks.converted import parse_checkout, write_converted
 from rayjob_advisor.observations import Observation
 
 SOURCE = "https://github.com/pkusys/ElasticFlow"
@@ -83,14 +82,8 @@ def runs(table: str, model: str) -> list[Observation]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("elasticflow", type=pathlib.Path, help=f"a checkout of {SOURCE}")
-    parser.add_argument("--out", type=pathlib.Path, default=OUT)
-    args = parser.parse_args(argv)
-    folder = args.elasticflow / THROUGHPUTS
-    if not folder.is_dir():
-        parser.error(f"{args.elasticflow} is not a checkout of {SOURCE}: no {THROUGHPUTS}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    checkout, out = parse_checkout(argv, __doc__.splitlines()[0], SOURCE, THROUGHPUTS, OUT)
+    folder = checkout / THROUGHPUTS
     for model in MODELS:
         converted = runs((folder / f"{model}.csv").read_text(encoding="utf-8"), model)
         comments = [
@@ -98,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             f"from {SOURCE} (commit {COMMIT}, {THROUGHPUTS / model}.csv; Apache-2.0), converted by "
             "benchmarks.elasticflow",
         ]
-        write_converted(args.out / f"{dataset(model)}.csv", converted, comments)
+        write_converted(out / f"{dataset(model)}.csv", converted, comments)
     return 0
 
 

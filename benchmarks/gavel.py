@@ -34,13 +34,12 @@ and chosen on by none.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import pathlib
 from typing import Any
 
-from benchmarks.converted import write_converted
+from benchmarks.converted import parse_checkout, write_converted
 from rayjob_advisor.observations import Observation, read_observations
 
 SOURCE = "https://github.com/stanford-futuredata/gavel"
@@ -110,15 +109,8 @@ def runs(throughputs: dict[str, Any], model: str, gpu: str) -> list[Observation]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("gavel", type=pathlib.Path, help=f"a checkout of {SOURCE}")
-    parser.add_argument("--out", type=pathlib.Path, default=OUT)
-    args = parser.parse_args(argv)
-    path = args.gavel / THROUGHPUTS
-    if not path.is_file():
-        parser.error(f"{args.gavel} is not a checkout of {SOURCE}: no {THROUGHPUTS}")
-    throughputs = json.loads(path.read_text(encoding="utf-8"))
-    args.out.mkdir(parents=True, exist_ok=True)
+    checkout, out = parse_checkout(argv, __doc__.splitlines()[0], SOURCE, THROUGHPUTS, OUT)
+    throughputs = json.loads((checkout / THROUGHPUTS).read_text(encoding="utf-8"))
     for model in MODELS:
         for gpu in GPUS:
             converted = runs(throughputs, model, gpu)
@@ -127,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"from {SOURCE} (commit {COMMIT}, {THROUGHPUTS}; MIT licence, Copyright (c) 2020 Stanford Future "
                 "Data Systems), converted by benchmarks.gavel",
             ]
-            write_converted(args.out / f"{dataset(model, gpu)}.csv", converted, comments)
+            write_converted(out / f"{dataset(model, gpu)}.csv", converted, comments)
     return 0
 
 

@@ -27,11 +27,10 @@ and chosen on by none.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import pathlib
 
-from benchmarks.converted import write_converted
+from benchmarks.converted import parse_checkout, write_converted
 from rayjob_advisor.observations import Observation, read_observations
 
 SOURCE = "https://github.com/ml-energy/zeus"
@@ -101,14 +100,8 @@ def runs(table: str, workload: str, gpu: str) -> list[Observation]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("zeus", type=pathlib.Path, help=f"a checkout of {SOURCE}")
-    parser.add_argument("--out", type=pathlib.Path, default=OUT)
-    args = parser.parse_args(argv)
-    folder = args.zeus / TRACES
-    if not folder.is_dir():
-        parser.error(f"{args.zeus} is not a checkout of {SOURCE}: no {TRACES}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    checkout, out = parse_checkout(argv, __doc__.splitlines()[0], SOURCE, TRACES, OUT)
+    folder = checkout / TRACES
     for gpu in GPUS:
         table = (folder / f"summary_power_{gpu}.csv").read_text(encoding="utf-8")
         for workload in WORKLOADS:
@@ -119,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"from {SOURCE} (commit {COMMIT}, {TRACES}/summary_power_{gpu}.csv; Apache-2.0), converted by "
                 "benchmarks.zeus",
             ]
-            write_converted(args.out / f"{dataset(workload, gpu)}.csv", converted, comments)
+            write_converted(out / f"{dataset(workload, gpu)}.csv", converted, comments)
     return 0
 
 
