@@ -211,24 +211,6 @@ def test_sync_sgd_fits_the_same_point_in_either_order_of_an_mlperf_profile(monke
     assert apart() > 0.05
 
 
-def test_sync_sgd_gives_its_solver_the_derivatives_of_its_runtimes():
-    """The exact Jacobian (``SyncSGD._time_jacobian``) is what central differences of ``_time`` approach, near the
-    fitted parameters (off the kink where a sync time reaches 0), on a profile of several node counts, packings and
-    batches."""
-    runs = evaluation.Runs.from_observations(datasets.DATASETS["pollux-cifar10"]()[::3])
-    model = estimators.SyncSGD().fit(runs.X, runs.y)
-    columns = model._prepare(runs.X)
-    for gamma in (1.0, 2.5):
-        theta = model.theta_ * np.linspace(1.5, 0.7, len(model.theta_)) + 0.01
-        theta[4] = gamma
-        exact = model._time_jacobian(theta, columns)
-        for j in range(len(theta)):
-            h = 1e-6 * (abs(theta[j]) + 1e-4)
-            shift = np.eye(len(theta))[j] * h
-            central = (model._time(theta + shift, columns) - model._time(theta - shift, columns)) / (2 * h)
-            assert exact[:, j] == pytest.approx(central, rel=1e-4, abs=1e-6 * np.max(np.abs(central))), j
-
-
 def test_evaluation_covers_every_split_and_candidate_and_their_combination(evaluated):
     document = evaluated.to_json()
     # 4 sizes over 8x: a quarter of the largest is the second smallest, and far-extrapolate-size is extrapolate's

@@ -346,42 +346,6 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         step = (grad**gamma + sync**gamma) ** (1.0 / gamma)
         return np.asarray(c0 + c1 * columns.epochs + columns.steps * step, dtype=float)
 
-    def _time_jacobian(self, theta: np.ndarray, columns: _SyncColumns) -> np.ndarray:
-        """The derivatives of ``_time`` in each parameter, one row per run: the solver's Jacobian, exact where finite
-        differences would cost an evaluation of every run per parameter (most of the fit's time)."""
-        _, _, a_c, b_c, gamma, b, d = theta[: self._SHARED]
-        grad = a_c + b_c * columns.local
-        raw = theta[self._SHARED :][columns.placement] + b * columns.growth + d * columns.sharing
-        active = columns.synced & (raw > 0)
-        sync = np.where(active, raw, 0.0)
-        powered = grad**gamma + sync**gamma
-        step = powered ** (1.0 / gamma)
-        live = step > 0
-        ratio_grad = np.divide(grad, step, out=np.zeros_like(step), where=live)
-        ratio_sync = np.divide(sync, step, out=np.zeros_like(step), where=live)
-        d_grad = np.where(live, ratio_grad ** (gamma - 1.0), 0.0)  # d step / d grad
-        d_sync = np.where(active & live, ratio_sync ** (gamma - 1.0), 0.0)
-        log_grad = np.log(grad, out=np.zeros_like(grad), where=grad > 0)
-        log_sync = np.log(sync, out=np.zeros_like(sync), where=sync > 0)
-        log_powered = np.log(powered, out=np.zeros_like(powered), where=live)
-        safe = np.where(live, powered, 1.0)
-        d_gamma = np.where(
-            live,
-            step * (-log_powered / gamma**2 + (grad**gamma * log_grad + sync**gamma * log_sync) / (gamma * safe)),
-            0.0,
-        )
-        steps = columns.steps
-        jacobian = np.zeros((len(steps), len(theta)))
-        jacobian[:, 0] = 1.0
-        jacobian[:, 1] = columns.epochs
-        jacobian[:, 2] = steps * d_grad
-        jacobian[:, 3] = steps * d_grad * columns.local
-        jacobian[:, 4] = steps * d_gamma
-        jacobian[:, 5] = steps * d_sync * columns.growth
-        jacobian[:, 6] = steps * d_sync * columns.sharing
-        jacobian[np.arange(len(steps)), self._SHARED + columns.placement] = steps * d_sync
-        return jacobian
-
     def fit(self, X: np.ndarray, y: np.ndarray) -> SyncSGD:
         y = np.asarray(y, dtype=float)
         synced = X[:, WORKERS] > 1
@@ -406,9 +370,6 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         scale = np.array([runtime, runtime, step, per_sample, 1.0, step, step, step] + [step] * len(self.node_counts_))
         reference = np.zeros(size)
         reference[4] = 1.0
-        pull = np.zeros((1, size))
-        pull[0, 3] = COMPUTE_PULL / per_sample
-        penalties = np.vstack([np.diag(RIDGE / scale), pull])  # the rows of the ridge and the pull: linear
         best = None
         for gamma in self._GAMMA_STARTS:
             slopes = [step / 20 if growing else 0.0, step / 20 if shared else 0.0]  # b, d
@@ -424,7 +385,6 @@ class SyncSGD(RegressorMixin, BaseEstimator):
                     ]
                 ),
                 start, bounds=(lower, upper), method="trf", x_scale=scale, ftol=FIT_TOLERANCE,
-                jac=lambda t: np.vstack([self._time_jacobian(t, columns) / y[:, None], penalties]),
                 xtol=FIT_TOLERANCE, gtol=FIT_TOLERANCE, max_nfev=MAX_EVALUATIONS,
             )  # fmt: skip
             if best is None or fitted.cost < best.cost:
