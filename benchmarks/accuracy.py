@@ -30,7 +30,7 @@ import concurrent.futures
 import dataclasses
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import nnls
@@ -213,6 +213,28 @@ def print_table(rows: Sequence[Row]) -> None:
         )
 
 
+def print_summary(rows: Sequence[Row], group: Callable[[str], str], held_questions: bool = False) -> None:
+    """One line per group of a dataset (``group``) and question: the mean MAPE of the chosen model, of the best
+    single candidate and of Ernest, the mean coverage and the rows passing. ``held_questions``: a row of a held-out
+    question (``questions.HELD_OUT``) is held out whatever its dataset."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        question = row.question.split("<-")[0]
+        name = "held out" if held_questions and question in questions.HELD_OUT else group(row.dataset)
+        groups.setdefault((name, question), []).append(row)
+    width = max(len(name) for name, _ in groups)
+    for (name, question), members in sorted(groups.items()):
+        chosen = np.mean([r.chosen for r in members])
+        best = np.mean([r.best[1] for r in members])
+        ernest = np.mean([r.ernest for r in members])
+        passing = sum(not r.failures() for r in members)
+        cover = np.mean([r.coverage for r in members])
+        print(
+            f"{name:<{width}} {question:<15} {_pct(chosen):>6} / {_pct(best):>6} / {_pct(ernest):>6}  "
+            f"cov {cover:.2f}  {passing}/{len(members)} pass"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="every dataset and question (the default)")
@@ -229,20 +251,9 @@ def main() -> None:
     print()
     print_table(rows)
     print("\n## Per family and question: mean MAPE % (chosen / best single / Ernest), rows passing\n")
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        groups.setdefault((datasets.family(row.dataset), row.question.split("<-")[0]), []).append(row)
-    width = max(len(fam) for fam, _ in groups)
-    for (fam, question), members in sorted(groups.items()):
-        chosen = np.mean([r.chosen for r in members])
-        best = np.mean([r.best[1] for r in members])
-        ernest = np.mean([r.ernest for r in members])
-        passing = sum(not r.failures() for r in members)
-        cover = np.mean([r.coverage for r in members])
-        print(
-            f"{fam:<{width}} {question:<15} {_pct(chosen):>6} / {_pct(best):>6} / {_pct(ernest):>6}  "
-            f"cov {cover:.2f}  {passing}/{len(members)} pass"
-        )
+    print_summary(rows, datasets.family)
+    print("\n## Per question, on the data settings are chosen on and on held-out data: the same\n")
+    print_summary(rows, lambda name: "held out" if name in datasets.HELD_OUT else "chosen on", held_questions=True)
     print(f"\nrows passing every target: {sum(not r.failures() for r in rows)}/{len(rows)}")
     count, wall, cpu = fit_seconds()
     print(f"RuntimeModel.fit on {count} runs (pollux-cifar10, every other run): {wall:.2f}s wall, {cpu:.2f}s CPU")
