@@ -15,8 +15,9 @@ candidate and <= Ernest on every row; workers x4 <= 10 % on every Pollux and Sia
 x2-4 <= 15 %; on the project's own Ray runs, workers 1-3 -> 4 (``workers-next``) and size x4 <= 8 %. A ratio
 to a weak baseline says nothing of the number a user gets, so every other row must also be within 15 % (the
 loosest of those targets) and its 0.9 bound must cover >= 0.85 of the held-out runs (the per-band coverage
-target of the bounds since issue 9). A row PASSes on all of these; the summary counts them per
-family. Ends with the time ``RuntimeModel.fit``
+target of the bounds since issue 9). A row PASSes on all of these; the summaries count them per
+family, and per question over the data settings are chosen on and over held-out data (``datasets.HELD_OUT``,
+``questions.HELD_OUT``). Ends with the time ``RuntimeModel.fit``
 takes on 500 Pollux cifar10 runs (the budget: 1 s on 2 cores).
 
     .venv/bin/python -m benchmarks.accuracy --all
