@@ -68,6 +68,11 @@ class Row:
     coverage: float
 
     @property
+    def kind(self) -> str:
+        """The question without its source GPU type (``transfer<-a100`` is a ``transfer``)."""
+        return self.question.split("<-")[0]
+
+    @property
     def best(self) -> tuple[str, float]:
         name = min(self.candidates, key=lambda c: self.candidates[c])
         return name, self.candidates[name]
@@ -214,15 +219,18 @@ def print_table(rows: Sequence[Row]) -> None:
         )
 
 
-def print_summary(rows: Sequence[Row], group: Callable[[str], str], held_questions: bool = False) -> None:
-    """One line per group of a dataset (``group``) and question: the mean MAPE of the chosen model, of the best
-    single candidate and of Ernest, the mean coverage and the rows passing. ``held_questions``: a row of a held-out
-    question (``questions.HELD_OUT``) is held out whatever its dataset."""
+def held_out(row: Row) -> str:
+    """Whether a row is of data no setting was chosen on: a held-out dataset or question."""
+    held = row.dataset in datasets.HELD_OUT or row.kind in questions.HELD_OUT
+    return "held out" if held else "chosen on"
+
+
+def print_summary(rows: Sequence[Row], group: Callable[[Row], str]) -> None:
+    """One line per ``group`` of rows and kind of question: the mean MAPE of the chosen model, of the best single
+    candidate and of Ernest, the mean coverage and the rows passing."""
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
-        question = row.question.split("<-")[0]
-        name = "held out" if held_questions and question in questions.HELD_OUT else group(row.dataset)
-        groups.setdefault((name, question), []).append(row)
+        groups.setdefault((group(row), row.kind), []).append(row)
     width = max(len(name) for name, _ in groups)
     for (name, question), members in sorted(groups.items()):
         chosen = np.mean([r.chosen for r in members])
@@ -252,9 +260,9 @@ def main() -> None:
     print()
     print_table(rows)
     print("\n## Per family and question: mean MAPE % (chosen / best single / Ernest), rows passing\n")
-    print_summary(rows, datasets.family)
+    print_summary(rows, lambda row: datasets.family(row.dataset))
     print("\n## Per question, on the data settings are chosen on and on held-out data: the same\n")
-    print_summary(rows, lambda name: "held out" if name in datasets.HELD_OUT else "chosen on", held_questions=True)
+    print_summary(rows, held_out)
     print(f"\nrows passing every target: {sum(not r.failures() for r in rows)}/{len(rows)}")
     count, wall, cpu = fit_seconds()
     print(f"RuntimeModel.fit on {count} runs (pollux-cifar10, every other run): {wall:.2f}s wall, {cpu:.2f}s CPU")

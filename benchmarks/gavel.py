@@ -40,7 +40,7 @@ import pathlib
 from typing import Any
 
 from benchmarks.converted import parse_checkout, write_converted
-from rayjob_advisor.observations import Observation, read_observations
+from rayjob_advisor.observations import Observation
 
 SOURCE = "https://github.com/stanford-futuredata/gavel"
 COMMIT = "c4fa400"
@@ -67,13 +67,6 @@ def dataset(model: str, gpu: str) -> str:
 
 def names() -> list[str]:
     return [dataset(model, gpu) for model in MODELS for gpu in GPUS]
-
-
-def model_runs(model: str, gpu: str) -> list[Observation]:
-    """One model's runs on one GPU type as shipped, as workload ``gavel-<model>``: a profile of the model on several
-    GPU types names each run's accelerator (``questions.transfer_cuts``)."""
-    shipped, _ = read_observations(OUT / f"{dataset(model, gpu)}.csv")
-    return [run.model_copy(update={"workload": f"gavel-{model}"}) for run in shipped]
 
 
 def runs(throughputs: dict[str, Any], model: str, gpu: str) -> list[Observation]:

@@ -26,7 +26,7 @@ Each cut trains on the runs a profile would have and tests on runs beyond them, 
 
 A cut that a dataset cannot make (too few distinct values, no runs on one side) is skipped, with the reason.
 ``transfer`` questions (``transfer_cuts``: a scarcely measured accelerator beside a well measured one) need a
-dataset per GPU type of one model: Sia's and Gavel's.
+dataset per GPU type of one model: Sia's, Gavel's and Zeus's.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchmarks import gavel, sia, zeus
+from benchmarks import datasets, gavel, sia, zeus
 from rayjob_advisor.observations import Observation
 
 FEW_RUNS = 12
@@ -204,17 +204,13 @@ class TransferCut:
         return Cut(self.source_runs + self.target, self.test)
 
 
-def _sia_runs(model: str, gpu: str) -> list[Observation]:
-    return sia.sia_observations(sia.DEFAULT_SIA, model, (gpu,))
-
-
-ACCELERATOR_FAMILIES: dict[str, tuple[tuple[str, ...], Callable[[str, str], list[Observation]]]] = {
-    "sia": (sia.ACCELERATORS, _sia_runs),
-    "gavel": (gavel.GPUS, gavel.model_runs),
-    "zeus": (zeus.GPUS, zeus.model_runs),
+ACCELERATOR_FAMILIES: dict[str, tuple[str, ...]] = {
+    "sia": sia.ACCELERATORS,
+    "gavel": gavel.GPUS,
+    "zeus": zeus.GPUS,
 }
-"""The families with one dataset per model and GPU type (``<family>-<model>-<gpu>``): their GPU types, and a loader
-of one model's runs on one of them as workload ``<family>-<model>`` (``transfer_cuts``)."""
+"""The families with one dataset per model and GPU type (``<family>-<model>-<gpu>``, ``datasets.DATASETS``), and
+their GPU types (``transfer_cuts``)."""
 
 
 def transfer_cuts(dataset: str, runs: Sequence[Observation], count: int = TRANSFER_RUNS) -> list[TransferCut]:
@@ -223,15 +219,24 @@ def transfer_cuts(dataset: str, runs: Sequence[Observation], count: int = TRANSF
     family, _, rest = dataset.partition("-")
     if family not in ACCELERATOR_FAMILIES:
         return []
-    accelerators, model_runs = ACCELERATOR_FAMILIES[family]
     model, gpu = rest.rsplit("-", 1)
+    workload = f"{family}-{model}"  # one workload on several GPU types, each run naming its accelerator
     smallest = sorted({run.workers for run in runs})[:2]
     pool = [run for run in runs if run.workers in smallest]
     drawn = np.random.default_rng(0).choice(len(pool), min(count, len(pool)), replace=False)
-    measured = [pool[i].model_copy(update={"workload": f"{family}-{model}"}) for i in sorted(drawn)]
+    measured = [pool[i].model_copy(update={"workload": workload}) for i in sorted(drawn)]
     held = [pool[i] for i in drawn]
     test = [run for run in runs if run not in held]
-    return [TransferCut(source, model_runs(model, source), measured, test) for source in accelerators if source != gpu]
+    return [
+        TransferCut(
+            source,
+            [run.model_copy(update={"workload": workload}) for run in datasets.DATASETS[f"{workload}-{source}"]()],
+            measured,
+            test,
+        )
+        for source in ACCELERATOR_FAMILIES[family]
+        if source != gpu
+    ]
 
 
 def mape(predicted: np.ndarray, actual: np.ndarray) -> float:

@@ -3,7 +3,7 @@
 Zeus (You et al., *Zeus: Understanding and Optimizing GPU Energy Consumption of DNN Training*, NSDI'23) ships the
 power traces its simulator replays (``examples/research_reproducibility/zeus_nsdi23/trace/summary_power_<gpu>.csv``
 in ``ml-energy/zeus``, Apache-2.0): for six workloads on one A40, P100, Quadro RTX 6000 or V100, the time of one
-training epoch at 5-15 batch sizes (2 to 32,768 samples) and at several power limits, each measured once. No other
+training epoch at 4-15 batch sizes (2 to 32,768 samples) and at several power limits, each measured once. No other
 data the project has sweeps a GPU's batch this far: the batch questions (``batch-half``, ``batch-x2-4``) and a new GPU
 type measured at a few batches (``transfer``) on GPUs none of the project's other data has. Each (workload, GPU type)
 becomes a dataset. A run of our schema:
@@ -14,7 +14,7 @@ becomes a dataset. A run of our schema:
   no question asked of it depends on that figure;
 - ``execution_seconds`` = the trace's ``time_per_epoch``; no start-up (Zeus measured epochs).
 
-Of each batch, the run at the GPU type's largest power limit measured (``POWER``, the closest to a job's default),
+Of each batch, the run at the GPU type's largest power limit measured (the closest to a job's default),
 with the optimizer Zeus trained the workload with (``summary_train.csv``; the V100's CIFAR-100 was profiled with Adam
 as well, left out). The CSVs this writes are in ``benchmarks/data/zeus``; to regenerate them, check out the
 repository at ``COMMIT`` and run
@@ -31,7 +31,7 @@ import csv
 import pathlib
 
 from benchmarks.converted import parse_checkout, write_converted
-from rayjob_advisor.observations import Observation, read_observations
+from rayjob_advisor.observations import Observation
 
 SOURCE = "https://github.com/ml-energy/zeus"
 COMMIT = "75a8b93"
@@ -59,13 +59,6 @@ def dataset(workload: str, gpu: str) -> str:
 
 def names() -> list[str]:
     return [dataset(workload, gpu) for workload in WORKLOADS for gpu in GPUS]
-
-
-def model_runs(workload: str, gpu: str) -> list[Observation]:
-    """One workload's runs on one GPU type as shipped, as workload ``zeus-<workload>``: a profile of the workload on
-    several GPU types names each run's accelerator (``questions.transfer_cuts``)."""
-    shipped, _ = read_observations(OUT / f"{dataset(workload, gpu)}.csv")
-    return [run.model_copy(update={"workload": f"zeus-{workload}"}) for run in shipped]
 
 
 def runs(table: str, workload: str, gpu: str) -> list[Observation]:

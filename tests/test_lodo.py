@@ -45,6 +45,4 @@ def test_datasets_where_a_change_does_not_act_are_left_out_of_the_test():
 def test_the_own_sweeps_measured_again_choose_no_setting():
     """Measured after every setting was chosen: it may only be reported, or it is no longer data nobody tuned on."""
     held_out = set(datasets.OWN_RAY_HELD_OUT)
-    assert held_out and held_out <= set(datasets.reachable()) & set(datasets.HELD_OUT)
-    assert not held_out & (set(datasets.tuning()) | set(datasets.sweeps()))
-    assert {datasets.family(name) for name in held_out} == {"held-out-ray"}
+    assert held_out and not held_out & set(datasets.sweeps())  # the rest: test_accuracy.py, with the other families
