@@ -306,10 +306,12 @@ class SyncSGD(RegressorMixin, BaseEstimator):
     ``g``). Fitted by bounded non-linear least squares on relative error, from
     a few fixed starting points (deterministic).
 
-    Runs of at most 2 workers cannot show how ``T_sync`` grows (the growth is
-    0 for all of them), and a slope the data does not constrain wanders
-    anywhere while fitting. So there ``b`` is not fitted but set as the
-    ring's bandwidth term has it, ``b = a``: the least sync intercept. Nor
+    Synced runs at one worker count (2 workers, or any one count) cannot
+    show how ``T_sync`` grows: they measure one value of the growth, where
+    the slope and the intercepts add up to one sum, and a slope the data
+    does not constrain wanders anywhere while fitting. So there ``b`` is not
+    fitted but tied, while fitting and after, to what the ring's bandwidth
+    term has it, ``b = a``: the least measured sync intercept. Nor
     can runs of one epoch count tell ``c1`` from ``c0``: there ``c1`` is 0,
     the overhead counted per run (the project's own Ray runs, at 1 and 2
     epochs, fit ``c1 = 0`` too). Nor can a profile that packed every worker
@@ -357,9 +359,17 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         size = self._SHARED + 1 + len(self.node_counts_)
         lower, upper = np.zeros(size), np.full(size, np.inf)
         lower[4], upper[4] = 1.0, 10.0
-        growing = bool(np.any(columns.growth[columns.synced] > 0))
+        growing = len(np.unique(columns.growth[columns.synced])) > 1
         if not growing:
-            upper[5] = 1e-12  # b: fixed below (class docstring)
+            upper[5] = 1e-12  # b: tied to the least measured intercept (class docstring)
+        # the sync intercepts the runs measure: one node's only where a synced run used one
+        measured = self._SHARED + (0 if np.any(synced & (X[:, NODES] == 1)) or not len(self.node_counts_) else 1)
+
+        def tied(theta: np.ndarray) -> np.ndarray:
+            if growing:
+                return theta
+            return np.concatenate([theta[:5], [np.min(theta[measured:])], theta[6:]])
+
         shared = self.sharing_limit_ > 0
         if not shared:
             upper[6] = 1e-12  # d: fixed below
@@ -379,7 +389,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             fitted = least_squares(
                 lambda t: np.concatenate(
                     [
-                        self._time(t, columns) / y - 1.0,
+                        self._time(tied(t), columns) / y - 1.0,
                         RIDGE * (t - reference) / scale,
                         [COMPUTE_PULL * (t[3] / per_sample - 1.0)],
                     ]
@@ -390,11 +400,9 @@ class SyncSGD(RegressorMixin, BaseEstimator):
             if best is None or fitted.cost < best.cost:
                 best = fitted
         assert best is not None  # _GAMMA_STARTS is not empty
-        self.theta_ = best.x
-        if len(self.node_counts_) and not np.any(synced & (X[:, NODES] == 1)):
-            self.theta_[self._SHARED] = self.theta_[self._SHARED + 1]
-        if not growing:
-            self.theta_[5] = float(np.min(self.theta_[self._SHARED :]))
+        self.theta_ = tied(best.x)
+        if measured > self._SHARED:
+            self.theta_[self._SHARED] = self.theta_[measured]
         if one_epoch_count:
             self.theta_[1] = 0.0
         if not shared:
