@@ -591,7 +591,7 @@ def test_enforce_does_not_resize_beyond_the_reach_the_profile_can_vouch_for(smal
     rayjob = deadline_job("enforce", deadline="20s")
     advice = advise(rayjob, small_store, policy=POLICY, may_resize=True, now=NOW)
     plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
-    assert advice.resized and plan["replicas"] > 2  # the contrast: up to 4x the 2 measured workers, it resizes
+    assert advice.resized and plan["replicas"] > 2  # the contrast: up to 2x the 2 measured workers, it resizes
     narrow = Policy(max_extrapolation=1.0)
     advice = advise(rayjob, small_store, policy=narrow, may_resize=True, now=NOW)
     plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
@@ -602,6 +602,19 @@ def test_enforce_does_not_resize_beyond_the_reach_the_profile_can_vouch_for(smal
     )
     (message,) = advice.messages
     assert message.reason == "NotResized" and message.warning
+
+
+def test_by_default_enforce_resizes_no_further_than_twice_the_profiled_workers():
+    """2x is as far as the held-out accuracy figures show the bound holding (``runtime.RELIABLE_EXTRAPOLATION``): a
+    plan of 3 workers from a profile of one stays a recommendation, which the 4x allowed until 2026-12-07 resized."""
+    one_worker = fitted_store([run for run in synthetic_observations(repeats=2) if run.workers == 1])
+    rayjob = deadline_job("enforce", deadline="30s")
+    advice = advise(rayjob, one_worker, policy=POLICY, may_resize=True, now=NOW)
+    plan = json.loads(notes_of(advice)[ann.RECOMMENDATION])
+    assert plan["replicas"] == 3 and not advice.resized
+    assert plan["reason"].endswith("; not resized: its 3 workers are 3x the most the profile measured (1); enforce "
+                                   "resizes up to 2x")  # fmt: skip
+    assert advise(rayjob, one_worker, policy=Policy(max_extrapolation=4.0), may_resize=True, now=NOW).resized
 
 
 def test_a_job_beyond_the_profile_says_how_far_under_assumed(small_store):
