@@ -362,8 +362,9 @@ class SyncSGD(RegressorMixin, BaseEstimator):
         growing = len(np.unique(columns.growth[columns.synced])) > 1
         if not growing:
             upper[5] = 1e-12  # b: tied to the least measured intercept (class docstring)
-        # the sync intercepts the runs measure: one node's only where a synced run used one
-        measured = self._SHARED + (0 if np.any(synced & (X[:, NODES] == 1)) or not len(self.node_counts_) else 1)
+        # without synced runs on one node, one node takes the fewest nodes' intercept (class docstring)
+        borrowed = bool(len(self.node_counts_)) and not np.any(synced & (X[:, NODES] == 1))
+        measured = self._SHARED + int(borrowed)  # the first intercept the runs measure
 
         def tied(theta: np.ndarray) -> np.ndarray:
             if growing:
@@ -401,7 +402,7 @@ class SyncSGD(RegressorMixin, BaseEstimator):
                 best = fitted
         assert best is not None  # _GAMMA_STARTS is not empty
         self.theta_ = tied(best.x)
-        if measured > self._SHARED:
+        if borrowed:
             self.theta_[self._SHARED] = self.theta_[measured]
         if one_epoch_count:
             self.theta_[1] = 0.0
