@@ -41,6 +41,9 @@ Grids (``--grid``):
   only ones with several GPU types; ``questions.transfer_cuts``), the new accelerator measured by
   ``evaluation.MIN_HELD_OUT`` runs: the fewest its own model is always fitted on, so that the rule decides
   something.
+- ``sync``: ``transfer.SYNC_PRICE`` (how a new accelerator's sync is priced where its runs include several workers:
+  the source's scaled, its own, or the geometric mean of the two predictions), on the ``transfer`` questions as
+  ``benchmarks.accuracy`` asks them (``questions.TRANSFER_RUNS`` runs of the new accelerator).
 - ``drift``: ``transfer.DRIFT`` (how far a new accelerator's speed factor may drift beyond the worker counts its runs
   measured), on the ``transfer`` questions as ``benchmarks.accuracy`` asks them; it shapes the bound, not the median,
   so scored by the pinball loss of the 0.9 bound (``bounds``, below).
@@ -131,6 +134,7 @@ GRIDS: dict[str, list[Setting]] = {
     "pooling": [(("POOL_BEYOND", pool),) for pool in (0, 1)],
     "gaps": [(("STRUCTURAL_IN_GAPS", gaps),) for gaps in (0, 1)],
     "drift": [(("DRIFT", drift),) for drift in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)],
+    "sync": [(("SYNC_PRICE", price),) for price in ("source", "own", "blend")],
     "ridge": [(("RIDGE", ridge),) for ridge in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)],
     "compute": [(("COMPUTE_PULL", pull),) for pull in (0.0, 1e-3, 1e-2, 1e-1, 1.0)],
     "sharing": [(("SHARED_LINK", link),) for link in ("none", "dataparallel", "dataparallel+sync-sgd")],
@@ -148,7 +152,7 @@ CONFIDENCE = 0.9
 """The bound ``BOUND_GRIDS`` score: the one the advisor reports (``evaluation.REPORTED_CONFIDENCE``)."""
 BOUND_GRIDS = frozenset({"bounds", "drift", "widening"})
 """The grids of settings that shape the bound, not the median: scored by its pinball loss (``pinball``)."""
-TRANSFER_GRIDS = frozenset({"transfer", "drift"})
+TRANSFER_GRIDS = frozenset({"transfer", "drift", "sync"})
 """The grids asked of the Sia datasets' ``transfer`` questions only (``transfer_losses``)."""
 REFITTED_GRIDS = frozenset({"floor", "ridge", "compute", "sharing", "crowding", "boosting", "boosting-rate"})
 """The grids whose settings change what the cross-validation measures (which candidates collapse, how a candidate
@@ -177,6 +181,7 @@ CONSTANTS: dict[str, tuple[types.ModuleType, type]] = {
     "MIN_OWN_WORKER_COUNTS": (transfer, int),
     "MIN_SLOPE_WORKER_COUNTS": (transfer, int),
     "DRIFT": (transfer, float),
+    "SYNC_PRICE": (transfer, str),
     "MIN_BAND": (calibration, int),
     "MIN_SCALE_RUNS": (calibration, int),
     "WIDEN_EXTRAPOLATED": (calibration, int),
@@ -310,11 +315,12 @@ def losses(job: tuple[str, str]) -> tuple[str, list[float]]:
 
 def transfer_losses(job: tuple[str, str]) -> tuple[str, list[float]]:
     """One Sia dataset's loss under every setting as a new accelerator beside each other GPU type: its mean MAPE
-    (``transfer``), or the pinball loss of its 0.9 bound as ``questions.transfer_cuts`` measures it (``drift``)."""
+    (``transfer``, ``sync``), or the pinball loss of its 0.9 bound as ``questions.transfer_cuts`` measures it
+    (``drift``)."""
     dataset, grid = job
     settings = GRIDS[grid]
     gpu = dataset.rsplit("-", 1)[1]
-    count = questions.TRANSFER_RUNS if grid == "drift" else evaluation.MIN_HELD_OUT
+    count = evaluation.MIN_HELD_OUT if grid == "transfer" else questions.TRANSFER_RUNS
     errors: list[list[float]] = [[] for _ in settings]
     for asked in questions.transfer_cuts(dataset, datasets.DATASETS[dataset](), count):
         main = RuntimeModel().fit(asked.source_runs)

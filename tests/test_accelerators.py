@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import itertools
 import json
 import time
 
@@ -507,6 +508,36 @@ def test_a_transferred_bound_covers_held_out_runs_at_about_its_confidence_and_ag
         np.testing.assert_allclose(model.startup(jobs), main.startup(jobs))
 
 
+def linked_runs(accelerator: str, workers: tuple[int, ...], compute: float, sync: float) -> list[Observation]:
+    """GPU runs of a step law (no cost per run, as Sia's traces): ``compute`` seconds per sample plus ``sync`` seconds
+    per step on the ring's growth, ``2 (W - 1) / W``; 2 workers on 2 nodes (as Sia ran them), more packed 4 to a
+    node."""
+    return [
+        Observation(
+            dataset_size=size, epochs=1, batch_size=local * w, workers=w, gpus_per_worker=1.0,
+            nodes=2 if w == 2 else -(-w // 4), accelerator=accelerator,
+            execution_seconds=-(-size // (local * w)) * (compute * local + sync * 2.0 * (w - 1) / w),
+        )
+        for w, size, local in itertools.product(workers, (64000, 256000), (32, 64, 128))
+    ]  # fmt: skip
+
+
+def test_a_new_accelerator_on_slower_links_is_priced_its_own_sync():
+    """The A100s' links sync in next to no time; the new GPUs compute twice as fast but sync ten times slower, which
+    their runs of 2 workers show. A speed factor scales the A100s' sync with the compute: at 16 workers, where the
+    step is mostly sync, far too fast (``source``). Priced its own, as measured at 2 workers on the ring's growth,
+    the sync holds (``own``); ``blend``, the setting in place, is between the two on every run."""
+    main = RuntimeModel().fit(linked_runs("a100", (1, 2, 4, 8, 16), 2e-4, 2e-3))
+    new, asked = linked_runs("h100", (1, 2), 1e-4, 2e-2), linked_runs("h100", (16,), 1e-4, 2e-2)
+    errors = {}
+    for price in ("source", "own", "blend"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(transfer, "SYNC_PRICE", price)
+            errors[price] = ape(TransferredModel(main, "a100").fit(new), asked)
+    assert errors["source"].max() > 0.5 and errors["own"].max() < 0.01
+    assert np.all(errors["blend"] < errors["source"]) and np.all(errors["blend"] > errors["own"])
+
+
 def test_beyond_the_workers_its_runs_measured_a_transferred_bound_widens_and_its_median_does_not_move(t4_and_a100):
     _, a100, main = t4_and_a100
     model = TransferredModel(main, "t4").fit([run for run in a100 if run.workers <= 2][:8])
@@ -535,7 +566,7 @@ def test_a_job_on_the_new_accelerator_says_it_was_predicted_by_transfer(t4_and_a
     run = max(held_out, key=lambda run: run.workers)
     advice = advise(gpu_run_job(run, "NVIDIA-A100-SXM4-40GB"), store, policy=Policy(), may_resize=False, now=NOW)
     assumed = json.loads(advice.patch["metadata"]["annotations"][ann.PREDICTION])["assumed"]
-    factor = profile.model_for("a100")[0].factor_(np.array([run.workers]))[0]  # type: ignore[union-attr]
+    factor = profile.model_for("a100")[0].speed_factor([run])[0]  # type: ignore[union-attr]
     assert assumed["accelerator_transfer"] == f"t4 x {factor:.3g}" and "accelerator" not in assumed
     assert advice.messages == () and advice.p50 == pytest.approx(run.execution_seconds, rel=0.3)
     path = tmp_path / "runs.csv"

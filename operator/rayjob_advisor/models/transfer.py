@@ -24,6 +24,18 @@ measured, each deviation is spread further, log-normally, by ``DRIFT`` per
 unit of log workers. Those held-out deviations also
 score the transfer (``cv_mape_``): ``better_model`` keeps the accelerator's
 own model only where its cross-validated error on the same runs is lower.
+
+A factor scales the source's synchronisation with its compute, but the new
+accelerator's all-reduce runs on its own nodes' links: from an A100 cluster
+whose sync the source model prices at nothing, an RTX 2080Ti cluster's runs
+of 2 GPUs on 2 nodes are 1.4 times slower per sample than of 1, and at 24
+GPUs 2.5 times. Where the new runs include runs of several workers, the
+transfer also prices the sync as the new runs measured it (``OwnSync``):
+the source's compute (what it predicts for one worker doing the same steps)
+times a factor, plus the new accelerator's own sync per step on the ring's
+growth, ``2 (W - 1) / W``, one price within a node and one across nodes (a
+kind it never measured keeps the source's, scaled). ``SYNC_PRICE`` says
+how the two are used.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from scipy.optimize import nnls
 from scipy.stats import norm
 
 from rayjob_advisor.models import design, splits
@@ -70,6 +83,80 @@ factor. Against three it would not pass ``benchmarks.lodo``'s paired rule of 202
 on 6 datasets and worse on 2: large and uneven); kept as the setting in place."""
 
 
+SYNC_PRICE = "blend"
+"""How the transfer prices a new accelerator's synchronisation where its runs include several workers: ``source``
+(the source's sync times the speed factor, as its compute), ``own`` (its own, ``OwnSync``) or ``blend`` (the
+geometric mean of the two predictions). Chosen leave-one-dataset-out (``python -m benchmarks.lodo --grid sync``,
+the Sia datasets' ``transfer`` questions): see docs/accuracy.md, "A new accelerator's own sync"."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepParts:
+    """What the source model says of each run: its seconds, the part of them that is compute (the seconds it
+    predicts for one worker taking the same steps at the same per-worker batch), the steps weighted by the ring's
+    growth (``2 (W - 1) / W``, 0 for one worker), the nodes and the workers."""
+
+    seconds: np.ndarray
+    compute: np.ndarray
+    ring: np.ndarray
+    nodes: np.ndarray
+    workers: np.ndarray
+
+    @classmethod
+    def of(cls, source: RuntimeModel, X: np.ndarray) -> StepParts:
+        seconds = np.asarray(source.predictor_.predict(X), dtype=float)
+        workers = X[:, design.WORKERS]
+        alone = X.copy()
+        alone[:, design.WORK] = X[:, design.WORK] / workers
+        alone[:, design.BATCH] = X[:, design.BATCH] / workers
+        alone[:, design.WORKERS] = alone[:, design.NODES] = 1.0
+        compute = np.minimum(np.asarray(source.predictor_.predict(alone), dtype=float), seconds)
+        ring = design.steps(X) * 2.0 * (workers - 1.0) / workers
+        return cls(seconds, compute, ring, X[:, design.NODES], workers)
+
+    def subset(self, index: np.ndarray) -> StepParts:
+        return StepParts(*(np.asarray(field)[index] for field in dataclasses.astuple(self)))
+
+    def kinds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Which runs sync within one node, and which across nodes."""
+        return self.nodes <= 1, self.nodes > 1
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnSync:
+    """A new accelerator's seconds as ``compute x`` the source's compute plus its own sync per ring-weighted step,
+    ``within`` one node and ``across`` nodes (None: no run of that kind measured it; the source's sync times
+    ``compute`` then). Non-negative least squares on relative errors (``fit``); None where the runs have no
+    several-worker run or price the compute at nothing."""
+
+    compute: float
+    within: float | None
+    across: float | None
+
+    @classmethod
+    def fit(cls, parts: StepParts, seconds: np.ndarray) -> OwnSync | None:
+        masks = [mask & (parts.ring > 0) for mask in parts.kinds()]
+        measured = [bool(mask.any()) for mask in masks]
+        if not any(measured):
+            return None
+        kinds = [parts.ring * kind for kind, seen in zip(parts.kinds(), measured, strict=True) if seen]
+        columns = [parts.compute, *kinds]
+        coef, _ = nnls(np.column_stack(columns) / seconds[:, None], np.ones(len(seconds)))
+        if coef[0] <= 0:
+            return None
+        prices = iter(coef[1:].tolist())
+        within, across = (next(prices) if seen else None for seen in measured)
+        return cls(float(coef[0]), within, across)
+
+    def seconds(self, parts: StepParts) -> np.ndarray:
+        borrowed = self.compute * (parts.seconds - parts.compute)
+        within, across = parts.kinds()
+        sync = np.zeros(len(parts.seconds))
+        for kind, price in ((within, self.within), (across, self.across)):
+            sync[kind] = (borrowed if price is None else price * parts.ring)[kind]
+        return np.asarray(self.compute * parts.compute + sync, dtype=float)
+
+
 @dataclasses.dataclass(frozen=True)
 class SpeedFactor:
     """``measured / source-predicted`` as ``exp(level + slope * log(workers))`` (slope 0: one factor)."""
@@ -92,22 +179,20 @@ class SpeedFactor:
         return np.asarray(np.exp(self.log_factor(workers)), dtype=float)
 
 
+Transfer = Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]]
+"""Fitted on the runs of some indices, the ``log(predicted / source-predicted)`` of the runs of others."""
+
+
 def _held_out_deviations(
-    variables: dict[str, np.ndarray], log_ratios: np.ndarray, sloped: bool
+    variables: dict[str, np.ndarray], log_ratios: np.ndarray, fit: Transfer
 ) -> dict[str, np.ndarray]:
     """Per split of the runs (``variables``: what the splits cut on), ``log(measured / transferred)`` of each
-    held-out run, its factor fitted without it."""
-    workers = variables["workers"]
+    held-out run, the transfer fitted without it."""
     defined, skipped = splits.split_folds(variables)
     if not defined:
         raise NotEnoughData("too few runs to learn a speed factor: " + "; ".join(skipped.values()))
     return {
-        split: np.concatenate(
-            [
-                log_ratios[test] - SpeedFactor.fit(workers[train], log_ratios[train], sloped).log_factor(workers[test])
-                for train, test in folds
-            ]
-        )
+        split: np.concatenate([log_ratios[test] - fit(train)(test) for train, test in folds])
         for split, folds in defined.items()
     }
 
@@ -117,12 +202,43 @@ def _mape(deviations: dict[str, np.ndarray]) -> float:
     return float(np.mean([np.mean(np.abs(np.exp(-d) - 1.0)) for d in deviations.values()]))
 
 
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """What the source's seconds of a run are multiplied by on the new accelerator: the speed factor, and where the
+    new runs measured several workers and ``SYNC_PRICE`` asks for it, their own sync (``OwnSync``)."""
+
+    factor: SpeedFactor
+    own: OwnSync | None
+
+    @classmethod
+    def fit(cls, parts: StepParts, seconds: np.ndarray, sloped: bool) -> Scaling:
+        factor = SpeedFactor.fit(parts.workers, np.log(seconds / parts.seconds), sloped)
+        return cls(factor, None if SYNC_PRICE == "source" else OwnSync.fit(parts, seconds))
+
+    def log_scale(self, parts: StepParts) -> np.ndarray:
+        by_factor = self.factor.log_factor(parts.workers)
+        if self.own is None:
+            return by_factor
+        by_own = np.log(self.own.seconds(parts) / parts.seconds)
+        return by_own if SYNC_PRICE == "own" else np.asarray(0.5 * (by_factor + by_own), dtype=float)
+
+
+def _refitted(parts: StepParts, seconds: np.ndarray, sloped: bool) -> Transfer:
+    """``Scaling`` fitted on some runs, asked about others (``_held_out_deviations``)."""
+
+    def fit(train: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        scaling = Scaling.fit(parts.subset(train), seconds[train], sloped)
+        return lambda test: scaling.log_scale(parts.subset(test))
+
+    return fit
+
+
 class TransferredModel(RuntimeModel):
-    """``source``'s predictions of the runs times a ``SpeedFactor`` learned from them (module docstring).
+    """``source``'s predictions of the runs times a ``Scaling`` learned from them (module docstring).
 
     ``source`` (fitted on ``source_accelerator``'s runs) answers every question but the seconds: the
     design, the placement and the batch it assumes, start-up. Fitted attributes besides the source's:
-    ``factor_`` (``SpeedFactor``), ``deviations_`` (sorted held-out ``measured / transferred`` ratios),
+    ``scaling_`` (``Scaling``), ``deviations_`` (sorted held-out ``measured / transferred`` ratios),
     ``cv_mape_`` (the transfer's held-out error on the runs), ``n_samples_`` (the runs it learned from),
     ``reach_workers_`` (the most workers they measured: the factor drifts beyond it).
     """
@@ -135,26 +251,32 @@ class TransferredModel(RuntimeModel):
     def fit(self, observations: Sequence[Observation]) -> TransferredModel:
         vars(self).update({name: value for name, value in vars(self.source).items() if name.endswith("_")})
         runs = Runs.from_observations(observations)
-        log_ratios = np.log(runs.y / self.source.predict(observations))
+        parts = StepParts.of(self.source, self._matrix(observations))
+        log_ratios = np.log(runs.y / parts.seconds)
         choices = [False, True] if len(np.unique(runs.workers)) >= MIN_SLOPE_WORKER_COUNTS else [False]
-        scored = {sloped: _held_out_deviations(runs.variables(), log_ratios, sloped) for sloped in choices}
+        scored = {
+            sloped: _held_out_deviations(runs.variables(), log_ratios, _refitted(parts, runs.y, sloped))
+            for sloped in choices
+        }
         sloped = min(choices, key=lambda choice: _mape(scored[choice]))  # no slope on a tie
-        self.factor_ = SpeedFactor.fit(runs.workers, log_ratios, sloped)
+        self.scaling_ = Scaling.fit(parts, runs.y, sloped)
         self.deviations_ = np.sort(np.exp(np.concatenate(list(scored[sloped].values()))))
         self.cv_mape_ = _mape(scored[sloped])
         self.n_samples_ = len(observations)
         self.reach_workers_ = float(np.max(runs.workers))
         return self
 
-    def describe(self, workers: float) -> str:
-        """``a100 x 0.57``: the source accelerator and the factor at ``workers``."""
-        return f"{self.source_accelerator} x {float(self.factor_(np.array([workers]))[0]):.3g}"
+    def speed_factor(self, runs: Sequence[Runlike]) -> np.ndarray:
+        """What the source's seconds of each run are multiplied by."""
+        return np.asarray(self._scale(self._matrix(runs)), dtype=float)
 
     def assumptions(self, run: Runlike) -> dict[str, float | str]:
-        return {**super().assumptions(run), "accelerator_transfer": self.describe(run.workers)}
+        """The source's, and ``accelerator_transfer``: ``a100 x 0.57``, the source accelerator and the factor."""
+        factor = float(self.speed_factor([run])[0])
+        return {**super().assumptions(run), "accelerator_transfer": f"{self.source_accelerator} x {factor:.3g}"}
 
     def _scale(self, X: np.ndarray) -> np.ndarray:
-        return self.factor_(X[:, design.WORKERS])
+        return np.asarray(np.exp(self.scaling_.log_scale(StepParts.of(self.source, X))), dtype=float)
 
     def _pools(self, runs: Sequence[Runlike]) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
         """The transferred medians and the source's pools of each run, each widened by the deviations, spread by
