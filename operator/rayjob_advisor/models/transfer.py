@@ -175,9 +175,6 @@ class SpeedFactor:
     def log_factor(self, workers: np.ndarray) -> np.ndarray:
         return np.asarray(self.level + self.slope * np.log(workers), dtype=float)
 
-    def __call__(self, workers: np.ndarray) -> np.ndarray:
-        return np.asarray(np.exp(self.log_factor(workers)), dtype=float)
-
 
 Transfer = Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]]
 """Fitted on the runs of some indices, the ``log(predicted / source-predicted)`` of the runs of others."""
