@@ -124,12 +124,12 @@ class StepParts:
 
 @dataclasses.dataclass(frozen=True)
 class OwnSync:
-    """A new accelerator's seconds as ``compute x`` the source's compute plus its own sync per ring-weighted step,
-    ``within`` one node and ``across`` nodes (None: no run of that kind measured it; the source's sync times
-    ``compute`` then). Non-negative least squares on relative errors (``fit``); None where the runs have no
+    """A new accelerator's seconds as ``compute_factor x`` the source's compute plus its own sync per ring-weighted
+    step, ``within`` one node and ``across`` nodes (None: no run of that kind measured it; the source's sync times
+    ``compute_factor`` then). Non-negative least squares on relative errors (``fit``); None where the runs have no
     several-worker run or price the compute at nothing."""
 
-    compute: float
+    compute_factor: float
     within: float | None
     across: float | None
 
@@ -149,12 +149,12 @@ class OwnSync:
         return cls(float(coef[0]), within, across)
 
     def seconds(self, parts: StepParts) -> np.ndarray:
-        borrowed = self.compute * (parts.seconds - parts.compute)
+        borrowed = self.compute_factor * (parts.seconds - parts.compute)
         within, across = parts.kinds()
         sync = np.zeros(len(parts.seconds))
         for kind, price in ((within, self.within), (across, self.across)):
             sync[kind] = (borrowed if price is None else price * parts.ring)[kind]
-        return np.asarray(self.compute * parts.compute + sync, dtype=float)
+        return np.asarray(self.compute_factor * parts.compute + sync, dtype=float)
 
 
 @dataclasses.dataclass(frozen=True)
