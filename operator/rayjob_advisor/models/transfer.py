@@ -135,12 +135,11 @@ class OwnSync:
 
     @classmethod
     def fit(cls, parts: StepParts, seconds: np.ndarray) -> OwnSync | None:
-        masks = [mask & (parts.ring > 0) for mask in parts.kinds()]
-        measured = [bool(mask.any()) for mask in masks]
+        kinds = parts.kinds()
+        measured = [bool(np.any(kind & (parts.ring > 0))) for kind in kinds]
         if not any(measured):
             return None
-        kinds = [parts.ring * kind for kind, seen in zip(parts.kinds(), measured, strict=True) if seen]
-        columns = [parts.compute, *kinds]
+        columns = [parts.compute, *(parts.ring * kind for kind, seen in zip(kinds, measured, strict=True) if seen)]
         coef, _ = nnls(np.column_stack(columns) / seconds[:, None], np.ones(len(seconds)))
         if coef[0] <= 0:
             return None
